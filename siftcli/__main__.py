@@ -1,0 +1,3 @@
+from siftcli.cli import main
+
+main()

@@ -1,0 +1,131 @@
+"""Numbers a sceptic accepts: time-to-accuracy, equal-epoch ratio, seeds, and a plain verdict."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+
+def metric_value(run: dict[str, Any]) -> float | None:
+    return (run.get("final") or {}).get(run["metric"])
+
+
+def target_for(baseline: dict[str, Any], drop_points: float) -> float | None:
+    """Baseline's final value, loosened by ``drop_points`` (accuracy points, or percent for loss-like metrics)."""
+    final = metric_value(baseline)
+    if final is None:
+        return None
+    if baseline["higher_is_better"]:
+        return final - drop_points / 100.0
+    return final * (1.0 + drop_points / 100.0)
+
+
+def time_to_target(run: dict[str, Any], target: float | None) -> float | None:
+    """Training seconds at the first evaluation that reached ``target`` (``None`` if never)."""
+    if target is None:
+        return None
+    higher = run["higher_is_better"]
+    for point in run.get("curve", []):
+        value = point.get(run["metric"])
+        if value is not None and (value >= target - 1e-12 if higher else value <= target + 1e-12):
+            return point["train_seconds"]
+    return None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+def compare_pair(baseline: dict[str, Any], sifted: dict[str, Any], drop_points: float = 0.5,
+                 equal_time: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the compare table shows, for one seed."""
+    target = target_for(baseline, drop_points)
+    b_tta, s_tta = time_to_target(baseline, target), time_to_target(sifted, target)
+    b_val, s_val = metric_value(baseline), metric_value(sifted)
+    scale = 100.0 if baseline["metric"] == "accuracy" else 1.0
+    delta = (s_val - b_val) * scale if b_val is not None and s_val is not None else None
+    out = {
+        "metric": baseline["metric"],
+        "higher_is_better": baseline["higher_is_better"],
+        "target": target,
+        "target_drop": drop_points,
+        "baseline_time_to_target": b_tta,
+        "sifted_time_to_target": s_tta,
+        "time_to_target_ratio": _ratio(s_tta, b_tta),
+        "baseline_target_fraction_of_run": _ratio(b_tta, baseline["train_seconds"]),
+        "equal_epoch_ratio": _ratio(sifted["train_seconds"], baseline["train_seconds"]),
+        "total_ratio": _ratio(sifted["total_seconds"], baseline["total_seconds"]),
+        "speedup": _ratio(baseline["train_seconds"], sifted["train_seconds"]),
+        "metric_delta": delta,
+        "predicted_ratio": sifted.get("predicted_ratio"),
+        "scoring_cost": sifted.get("scoring_cost"),
+        "achieved_keep": (sifted.get("keep") or {}).get("achieved"),
+        "target_keep": (sifted.get("keep") or {}).get("target"),
+    }
+    if equal_time is not None:
+        e_val = metric_value(equal_time)
+        out["equal_time_metric"] = e_val
+        out["equal_time_seconds"] = equal_time["train_seconds"]
+        out["sifted_minus_equal_time"] = (s_val - e_val) * scale if e_val is not None and s_val is not None else None
+    return out
+
+
+def summarise_seeds(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean and spread of each number over seeds; a difference inside 2 standard errors is noise."""
+    keys = ["time_to_target_ratio", "equal_epoch_ratio", "metric_delta", "speedup", "achieved_keep", "sifted_minus_equal_time"]
+    out: dict[str, Any] = {"seeds": len(pairs)}
+    for key in keys:
+        values = [p[key] for p in pairs if p.get(key) is not None]
+        if not values:
+            continue
+        mean = statistics.fmean(values)
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        out[key] = {"mean": mean, "std": sd, "n": len(values), "values": values}
+    delta = out.get("metric_delta")
+    if delta and delta["n"] > 1:
+        se = delta["std"] / math.sqrt(delta["n"])
+        out["metric_delta"]["within_noise"] = abs(delta["mean"]) <= 2 * se
+    return out
+
+
+def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, Any] | None = None) -> str:
+    """One plain sentence a user can act on; says so when sifting did not pay."""
+    ratio = pair.get("time_to_target_ratio")
+    eq = pair.get("equal_epoch_ratio")
+    delta = pair.get("metric_delta")
+    pred = pair.get("predicted_ratio")
+    beta = (sift or {}).get("beta")
+    unit = " points" if pair["metric"] == "accuracy" else ""
+    parts: list[str] = []
+    if pair.get("sifted_time_to_target") is None:
+        parts.append(f"Sifting never reached the target ({_fmt(pair.get('target'))}) — it did not pay here")
+        parts.append(f"try a smaller beta than {beta} or a longer sift_delay" if beta else "try a smaller beta")
+    elif ratio is not None and ratio <= 0.95:
+        parts.append(f"Sifting reached the target in {ratio:.2f}x the baseline's time to it")
+        if delta is not None:
+            parts.append(f"and ended {delta:+.2f}{unit} from the baseline")
+    else:
+        parts.append(
+            f"Sifting did not reach the target sooner (time-to-target ratio {_fmt(ratio)}); "
+            f"the baseline itself got there at {_fmt(pair.get('baseline_target_fraction_of_run'))} of its run, "
+            "so the honest saving is to train the baseline for fewer steps"
+        )
+    eqt = pair.get("sifted_minus_equal_time")
+    if eqt is not None:
+        parts.append(
+            f"the equal-time baseline {'matched or beat' if eqt <= 0.25 else 'fell short of'} the sifted run ({-eqt:+.2f}{unit})"
+        )
+    if pred is not None and pred >= 1.0:
+        parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta or score in bf16")
+    elif eq is not None and eq > 0.97:
+        parts.append(f"the epochs took {eq:.2f}x the baseline's time, so there was little to save")
+    if seeds and isinstance(seeds.get("metric_delta"), dict) and seeds["metric_delta"].get("within_noise"):
+        parts.append(f"over {seeds['seeds']} seeds the accuracy difference is within the noise")
+    return "; ".join(parts) + "."
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"

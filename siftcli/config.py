@@ -1,0 +1,257 @@
+"""Recipes: YAML parsed once into a typed, validated config.
+
+Every problem becomes a :class:`SiftcliError` naming the file, the key and what was
+expected, so the CLI can print one line and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from siftcli.errors import SiftcliError
+
+Task = Literal["text-classification", "regression", "causal-lm", "image-classification"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelSpec(_Strict):
+    """Where the model comes from: a hub id, a local folder, or ``builtin:minilm`` (ships with pip)."""
+
+    source: str = "builtin:minilm"
+    from_scratch: bool = False
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    tokenizer: str | None = None
+    revision: str | None = None
+
+
+class DataSpec(_Strict):
+    """Where the data comes from and which columns mean what."""
+
+    source: str = "builtin:vader-words"
+    format: Literal["auto", "csv", "tsv", "jsonl", "json", "parquet", "disk", "hub", "imagefolder"] = "auto"
+    config_name: str | None = None
+    train_split: str = "train"
+    eval_split: str | None = None
+    eval_source: str | None = None
+    eval_fraction: float = Field(default=0.15, gt=0, lt=1)
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    image_column: str = "image"
+    label_column: str = "label"
+    label_names: list[str] | None = None
+    column_names: list[str] | None = None  # for csv/tsv files without a header row
+    max_train_samples: int | None = Field(default=None, ge=1)
+    max_eval_samples: int | None = Field(default=None, ge=1)
+
+
+class OptimSpec(_Strict):
+    lr: float = Field(default=5e-5, gt=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    warmup_fraction: float = Field(default=0.06, ge=0, lt=1)
+    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    grad_clip: float | None = Field(default=1.0, gt=0)
+
+
+class EvalSpec(_Strict):
+    """Evaluation cadence; evaluation time is kept off the training clock."""
+
+    every_steps: int | None = Field(default=None, ge=1)
+    every_seconds: float | None = Field(default=None, gt=0)
+    per_epoch: bool = True
+    batch_size: int = Field(default=128, ge=1)
+    target_drop: float = Field(default=0.5, ge=0, description="time-to-accuracy target: baseline final minus this many points")
+
+
+class SiftSpec(_Strict):
+    """Same meanings as SageMaker smart sifting's ``RelativeProbabilisticSiftConfig``."""
+
+    enabled: bool = True
+    beta: float = Field(default=1.0, gt=0)
+    loss_history_length: int = Field(default=500, ge=1)
+    sift_delay: int = Field(default=0, ge=0)
+    sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
+    repeat_delay_per_epoch: bool = False
+    mode: Literal["probabilistic", "calibrated"] = "probabilistic"
+    precision: Literal["fp32", "bf16", "fp16"] | None = None
+
+    @field_validator("beta")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @model_validator(mode="after")
+    def _one_delay(self) -> SiftSpec:
+        if self.sift_delay and self.sift_delay_fraction is not None:
+            raise ValueError("give sift_delay (steps) or sift_delay_fraction, not both")
+        return self
+
+
+class Recipe(_Strict):
+    """One fine-tune, fully described. Classes downstream receive plain values, never this object."""
+
+    name: str = "run"
+    task: Task = "text-classification"
+    model: ModelSpec = Field(default_factory=ModelSpec)
+    data: DataSpec = Field(default_factory=DataSpec)
+    loss: str = "auto"
+    metric: Literal["auto", "accuracy", "mse", "perplexity"] = "auto"
+    max_length: int = Field(default=128, ge=1)
+    batch_size: int = Field(default=32, ge=1)
+    epochs: float = Field(default=3, gt=0)
+    optim: OptimSpec = Field(default_factory=OptimSpec)
+    eval: EvalSpec = Field(default_factory=EvalSpec)
+    sift: SiftSpec = Field(default_factory=SiftSpec)
+    seed: int = 0
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    compile: bool = False
+    num_workers: int = Field(default=0, ge=0)
+    checkpoint_every_steps: int | None = Field(default=None, ge=1)
+    log_every_steps: int = Field(default=10, ge=1)
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Recipe:
+        loss_ok = {
+            "text-classification": {"auto", "cross_entropy", "bce"},
+            "image-classification": {"auto", "cross_entropy"},
+            "regression": {"auto", "mse"},
+            "causal-lm": {"auto", "causal_lm"},
+        }[self.task]
+        if ":" not in self.loss and self.loss not in loss_ok:
+            raise ValueError(f"loss {self.loss!r} does not fit task {self.task!r}; expected one of {sorted(loss_ok)} or module:function")
+        metric_ok = {
+            "text-classification": {"auto", "accuracy"},
+            "image-classification": {"auto", "accuracy"},
+            "regression": {"auto", "mse"},
+            "causal-lm": {"auto", "perplexity"},
+        }[self.task]
+        if self.metric not in metric_ok:
+            raise ValueError(f"metric {self.metric!r} does not fit task {self.task!r}; expected one of {sorted(metric_ok)}")
+        if self.precision == "fp16" and self.device == "cpu":
+            raise ValueError("precision fp16 needs device cuda; use bf16 or fp32 on a CPU")
+        return self
+
+    @property
+    def resolved_metric(self) -> str:
+        if self.metric != "auto":
+            return self.metric
+        return {"regression": "mse", "causal-lm": "perplexity"}.get(self.task, "accuracy")
+
+
+# -- loading --------------------------------------------------------------------------------
+
+def default_recipe_path() -> Path:
+    """``recipes/default.yaml`` from a source checkout, or the copy installed as package data."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "recipes" / "default.yaml", here / "recipes" / "default.yaml"):
+        if candidate.exists():
+            return candidate
+    raise SiftcliError("the embedded default recipe is missing from this installation; pass a recipe file")
+
+
+def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> Recipe:
+    """Read, override and validate a recipe; every problem is one :class:`SiftcliError` line."""
+    path = Path(path) if path is not None else default_recipe_path()
+    raw = read_yaml(path)
+    for item in overrides or []:
+        apply_override(raw, item)
+    return validate_recipe(raw, str(path))
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        raise SiftcliError(f"{path}: recipe file not found")
+    if path.is_dir():
+        raise SiftcliError(f"{path}: is a folder; expected a recipe .yaml file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SiftcliError(f"{path}: cannot read recipe ({exc.__class__.__name__}: {exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SiftcliError(f"{path}: YAML syntax error{where}: {problem}") from None
+    if data is None:
+        raise SiftcliError(f"{path}: recipe is empty; expected a mapping of keys such as model, data, sift")
+    if not isinstance(data, dict):
+        raise SiftcliError(f"{path}: recipe must be a mapping of keys, got a {type(data).__name__}")
+    return data
+
+
+def apply_override(raw: dict[str, Any], item: str) -> None:
+    """``key.sub=value`` with value parsed as YAML (so numbers, booleans and lists work)."""
+    if "=" not in item:
+        raise SiftcliError(f"--set {item!r}: expected key.sub=value")
+    key, _, value = item.partition("=")
+    parts = [p for p in key.strip().split(".") if p]
+    if not parts:
+        raise SiftcliError(f"--set {item!r}: empty key")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else None
+    except yaml.YAMLError:
+        parsed = value
+    node = raw
+    for part in parts[:-1]:
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise SiftcliError(f"--set {item!r}: {part!r} is not a section")
+        node = child
+    node[parts[-1]] = parsed
+
+
+def validate_recipe(raw: dict[str, Any], source: str = "<recipe>") -> Recipe:
+    try:
+        return Recipe.model_validate(copy.deepcopy(raw))
+    except ValidationError as exc:
+        raise SiftcliError(f"{source}: {_describe(exc.errors()[0])}") from None
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = [str(p) for p in err.get("loc", ())]
+    key = ".".join(loc) or "(top level)"
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        known = _known_keys(loc[:-1])
+        guess = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+        hint = f"; did you mean {'.'.join(loc[:-1] + [guess[0]])!r}?" if guess else f"; known keys here: {', '.join(sorted(known))}"
+        return f"unknown key {key!r}{hint}"
+    msg = err.get("msg", "invalid value")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if kind in ("model_type", "dict_type"):
+        return f"key {key!r}: expected a mapping of keys, got {type(err.get('input')).__name__}"
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    return f"key {key!r}: {msg}{shown}"
+
+
+def _known_keys(loc: list[str]) -> list[str]:
+    model: type[BaseModel] = Recipe
+    for part in loc:
+        field = model.model_fields.get(part)
+        ann = getattr(field, "annotation", None)
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        model = ann
+    return list(model.model_fields)
+
+
+def recipe_to_yaml(recipe: Recipe) -> str:
+    return yaml.safe_dump(recipe.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,245 @@
+"""Data sources: built-in, local files, ``save_to_disk`` folders and the Hugging Face Hub.
+
+Everything ends as two ``datasets.Dataset`` objects (train, eval) with a ``label`` column
+of ids (or floats for regression) and the text or image column the recipe names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from siftcli.errors import SiftcliError
+
+BUILTIN_DATA = ("builtin:vader-words",)
+FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
+
+
+@dataclass
+class DataSplits:
+    train: Any  # datasets.Dataset
+    eval: Any
+    label_names: list[str] | None  # None for regression and causal LM
+    input_column: str
+
+
+def vader_words(eval_fraction: float = 0.15, seed: int = 0) -> tuple[dict[str, list], dict[str, list]]:
+    """Word polarity from the human-rated VADER lexicon (PyPI ``vaderSentiment``, MIT).
+
+    Entries whose mean valence is beyond +/-0.5 become positive (1) or negative (0);
+    a seeded fraction is held out. About 6,650 words: small, real, human-labelled, offline.
+    """
+    try:
+        import vaderSentiment
+    except ImportError:
+        raise SiftcliError("data source builtin:vader-words needs the package vaderSentiment (pip install vaderSentiment)") from None
+    import random
+
+    path = Path(vaderSentiment.__file__).parent / "vader_lexicon.txt"
+    rows: dict[str, int] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2:
+            continue
+        try:
+            mean = float(parts[1])
+        except ValueError:
+            continue
+        if abs(mean) > 0.5:
+            rows.setdefault(parts[0], int(mean > 0))
+    items = sorted(rows.items())
+    random.Random(seed).shuffle(items)
+    n_eval = max(1, round(len(items) * eval_fraction))
+    ev, tr = items[:n_eval], items[n_eval:]
+    return (
+        {"text": [w for w, _ in tr], "label": [y for _, y in tr]},
+        {"text": [w for w, _ in ev], "label": [y for _, y in ev]},
+    )
+
+
+def load_splits(
+    source: str,
+    *,
+    task: str,
+    fmt: str = "auto",
+    config_name: str | None = None,
+    train_split: str = "train",
+    eval_split: str | None = None,
+    eval_source: str | None = None,
+    eval_fraction: float = 0.15,
+    text_column: str = "text",
+    text_pair_column: str | None = None,
+    image_column: str = "image",
+    label_column: str = "label",
+    label_names: list[str] | None = None,
+    column_names: list[str] | None = None,
+    max_train_samples: int | None = None,
+    max_eval_samples: int | None = None,
+    seed: int = 0,
+) -> DataSplits:
+    """Load, check columns, map labels, hold out evaluation data and cap sizes."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    if source.startswith("builtin:"):
+        if source not in BUILTIN_DATA:
+            raise SiftcliError(f"data.source: unknown built-in {source!r}; known: {', '.join(BUILTIN_DATA)}")
+        tr, ev = vader_words(eval_fraction, seed)
+        train, evald = datasets.Dataset.from_dict(tr), datasets.Dataset.from_dict(ev)
+        text_column, label_column = "text", "label"
+    else:
+        train = _load_one(source, fmt, config_name, train_split, column_names, "data.source")
+        if eval_source:
+            evald = _load_one(eval_source, fmt, config_name, eval_split or train_split, column_names, "data.eval_source")
+        elif eval_split:
+            evald = _load_one(source, fmt, config_name, eval_split, column_names, "data.eval_split")
+        else:
+            if len(train) < 2:
+                raise SiftcliError(f"data.source {source!r}: {len(train)} rows; need at least 2 to hold out evaluation data")
+            parts = train.train_test_split(test_size=eval_fraction, seed=seed)
+            train, evald = parts["train"], parts["test"]
+
+    input_column = image_column if task == "image-classification" else text_column
+    needed = [input_column] + ([text_pair_column] if text_pair_column else []) + ([] if task == "causal-lm" else [label_column])
+    for name, ds in (("train", train), ("eval", evald)):
+        missing = [c for c in needed if c not in ds.column_names]
+        if missing:
+            raise SiftcliError(
+                f"data: column {missing[0]!r} not found in the {name} data ({source}); "
+                f"available columns: {', '.join(ds.column_names)}"
+            )
+    if max_train_samples:
+        train = train.shuffle(seed=seed).select(range(min(max_train_samples, len(train))))
+    if max_eval_samples:
+        evald = evald.shuffle(seed=seed).select(range(min(max_eval_samples, len(evald))))
+    if len(train) == 0:
+        raise SiftcliError(f"data: the training data from {source!r} is empty after filtering")
+    if len(evald) == 0:
+        raise SiftcliError(f"data: the evaluation data from {source!r} is empty after filtering")
+
+    names: list[str] | None = None
+    if task in ("text-classification", "image-classification"):
+        train, evald, names = _map_labels(train, evald, label_column, label_names)
+    elif task == "regression":
+        train, evald = (_float_labels(d, label_column) for d in (train, evald))
+    return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column)
+
+
+def _load_one(source: str, fmt: str, config_name: str | None, split: str, column_names: list[str] | None, key: str) -> Any:
+    import datasets
+
+    path = Path(source).expanduser()
+    if fmt == "auto":
+        if path.is_dir():
+            fmt = "disk" if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists() else "imagefolder"
+        elif path.suffix.lower() in FILE_FORMATS:
+            fmt = FILE_FORMATS[path.suffix.lower()]
+        elif _looks_like_path(source):
+            raise SiftcliError(f"{key}: file or folder {source!r} not found")
+        else:
+            fmt = "hub"
+    if fmt != "hub" and not path.exists():
+        raise SiftcliError(f"{key}: file or folder {source!r} not found")
+    if fmt in ("csv", "tsv", "jsonl", "json") and path.is_file():
+        with path.open("rb") as fh:
+            lines = sum(1 for line in fh if line.strip())
+        if lines <= (0 if column_names or fmt in ("jsonl", "json") else 1):
+            raise SiftcliError(f"{key}: {source!r} has no data rows; the dataset is empty")
+    try:
+        if fmt == "disk":
+            loaded = datasets.load_from_disk(str(path))
+            if isinstance(loaded, datasets.DatasetDict):
+                if split not in loaded:
+                    raise SiftcliError(f"{key}: split {split!r} not in {source!r}; available splits: {', '.join(loaded)}")
+                loaded = loaded[split]
+            return loaded
+        if fmt == "imagefolder":
+            return datasets.load_dataset("imagefolder", data_dir=str(path), split=split)
+        if fmt in ("csv", "tsv"):
+            kwargs: dict[str, Any] = {"delimiter": "\t" if fmt == "tsv" else ","}
+            if fmt == "tsv":
+                kwargs["quoting"] = 3  # csv.QUOTE_NONE: tab files carry quotes as text
+            if column_names:
+                kwargs["column_names"] = column_names
+            return datasets.load_dataset("csv", data_files=str(path), split="train", **kwargs)
+        if fmt in ("json", "jsonl"):
+            return datasets.load_dataset("json", data_files=str(path), split="train")
+        if fmt == "parquet":
+            return datasets.load_dataset("parquet", data_files=str(path), split="train")
+        return _load_hub(source, config_name, split, key)
+    except SiftcliError:
+        raise
+    except Exception as exc:  # parser errors from pandas/pyarrow: name the file, keep one line
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise SiftcliError(f"{key}: cannot read {source!r} as {fmt}: {first}") from None
+
+
+def _load_hub(source: str, config_name: str | None, split: str, key: str) -> Any:
+    import datasets
+
+    try:
+        return datasets.load_dataset(source, config_name, split=split)
+    except ValueError as exc:
+        if "split" in str(exc).lower():
+            raise SiftcliError(f"{key}: split {split!r} not found for hub dataset {source!r}: {str(exc).splitlines()[0]}") from None
+        raise
+    except Exception as exc:
+        offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("HF_DATASETS_OFFLINE")
+        hint = "it is not in the local cache" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
+        raise SiftcliError(
+            f"{key}: cannot load hub dataset {source!r} ({hint}: {exc.__class__.__name__}); "
+            "use a local file or save_to_disk folder, or set HF_HUB_OFFLINE=1 with a cached copy"
+        ) from None
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or os.sep in source and source.count("/") != 1 or Path(source).suffix != ""
+
+
+def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | None) -> tuple[Any, Any, list[str]]:
+    values = list(train[column])
+    ev_values = list(evald[column])
+    if any(v is None for v in values):
+        raise SiftcliError(f"data: column {column!r} has empty labels in the training data")
+    is_str = isinstance(values[0], str)
+    if label_names:
+        names = list(label_names)
+    elif is_str:
+        names = sorted(set(values) | set(ev_values))
+    else:
+        top = max(int(v) for v in values + ev_values)
+        names = [str(i) for i in range(top + 1)]
+    lookup = {n: i for i, n in enumerate(names)}
+
+    def to_id(v: Any, which: str) -> int:
+        if isinstance(v, str):
+            if v not in lookup:
+                raise SiftcliError(f"data: label {v!r} in the {which} data is not in label_names {names}")
+            return lookup[v]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or not 0 <= int(v) < len(names):
+            raise SiftcliError(f"data: label {v!r} in the {which} data is not a class id in 0..{len(names) - 1}")
+        return int(v)
+
+    tr_ids = [to_id(v, "train") for v in values]
+    ev_ids = [to_id(v, "eval") for v in ev_values]
+    train = _replace(train, column, tr_ids)
+    evald = _replace(evald, column, ev_ids)
+    return train, evald, names
+
+
+def _replace(ds: Any, column: str, values: list) -> Any:
+    ds = ds.remove_columns([column])
+    if "label" in ds.column_names:
+        ds = ds.remove_columns(["label"])
+    return ds.add_column("label", values)
+
+
+def _float_labels(ds: Any, column: str) -> Any:
+    try:
+        values = [float(v) for v in list(ds[column])]
+    except (TypeError, ValueError):
+        raise SiftcliError(f"data: regression needs numeric labels in column {column!r}") from None
+    return _replace(ds, column, values)

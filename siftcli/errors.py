@@ -1,0 +1,17 @@
+"""Errors a user can fix. The CLI prints them as one line and exits with code 2."""
+
+from __future__ import annotations
+
+
+class SiftcliError(Exception):
+    """Bad input (recipe, data, model, device, output folder): one line, no traceback."""
+
+    exit_code = 2
+
+
+class RunInterrupted(Exception):
+    """Raised after Ctrl-C once the partial results are safely on disk."""
+
+    def __init__(self, run_dir: str) -> None:
+        super().__init__(run_dir)
+        self.run_dir = run_dir

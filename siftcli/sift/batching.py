@@ -1,0 +1,172 @@
+"""Size, slice and re-pack arbitrary batches so users write no batch transforms.
+
+A batch is a tree: tensors (and numpy arrays) are split along dim 0; mappings (``dict``,
+``transformers.BatchEncoding``) and tuples/lists of tensors are walked; a list whose items
+are not tensors (strings, ids) is a per-sample field; anything else is carried as-is.
+Packing kept samples from several raw batches re-pads tensors that were padded to
+different lengths, with a value chosen per field name (pad token for ids, 0 for masks,
+-100 for labels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+try:  # numpy ships with torch wheels, but keep it optional
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None  # type: ignore[assignment]
+
+#: Field-name defaults for re-padding; ``input_ids`` is filled in from the tokenizer's pad id.
+DEFAULT_PAD_VALUES: dict[str, float] = {
+    "input_ids": 0,
+    "attention_mask": 0,
+    "token_type_ids": 0,
+    "labels": -100,
+    "label": -100,
+    "position_ids": 0,
+}
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) or (np is not None and isinstance(x, np.ndarray))
+
+
+def _is_structure(seq: Sequence) -> bool:
+    """A tuple/list is a structure (walked) when it holds tensors or containers, else a per-sample list."""
+    return any(_is_array(x) or isinstance(x, (Mapping, list, tuple)) for x in seq)
+
+
+def _rebuild(template: Any, items: list) -> Any:
+    if isinstance(template, tuple) and hasattr(template, "_fields"):  # namedtuple
+        return type(template)(*items)
+    return type(template)(items)
+
+
+def _rebuild_mapping(template: Mapping, data: dict) -> Any:
+    if type(template) is dict:
+        return data
+    try:
+        return type(template)(data)
+    except Exception:  # a Mapping type we cannot construct from a dict
+        return data
+
+
+def batch_size(batch: Any) -> int:
+    """Number of samples in ``batch``: the first dimension of its first tensor or per-sample list."""
+    found = _first_size(batch)
+    if found is None:
+        raise TypeError(
+            f"cannot tell the batch size of a {type(batch).__name__}: it holds no tensor, array or list; "
+            "pass a batch_transform that turns it into one"
+        )
+    return found
+
+
+def _first_size(batch: Any) -> int | None:
+    if _is_array(batch):
+        return int(batch.shape[0]) if batch.ndim > 0 else None
+    if isinstance(batch, Mapping):
+        for value in batch.values():
+            size = _first_size(value)
+            if size is not None:
+                return size
+        return None
+    if isinstance(batch, (list, tuple)):
+        if not _is_structure(batch):
+            return len(batch)
+        for value in batch:
+            size = _first_size(value)
+            if size is not None:
+                return size
+    return None
+
+
+def select(batch: Any, index: torch.Tensor) -> Any:
+    """Rows ``index`` (a 1-D long tensor of positions) of every per-sample field of ``batch``."""
+    if isinstance(batch, torch.Tensor):
+        if batch.ndim == 0:
+            return batch
+        return batch.index_select(0, index.to(batch.device))
+    if np is not None and isinstance(batch, np.ndarray):
+        return batch[index.cpu().numpy()] if batch.ndim else batch
+    if isinstance(batch, Mapping):
+        return _rebuild_mapping(batch, {k: select(v, index) for k, v in batch.items()})
+    if isinstance(batch, (list, tuple)):
+        if _is_structure(batch):
+            return _rebuild(batch, [select(v, index) for v in batch])
+        return _rebuild(batch, [batch[i] for i in index.tolist()])
+    return batch
+
+
+def _pad_to(t: torch.Tensor, shape: Sequence[int], value: float, side: str) -> torch.Tensor:
+    pads: list[int] = []
+    for dim in reversed(range(1, t.ndim)):
+        extra = shape[dim] - t.shape[dim]
+        pads.extend([0, extra] if side == "right" else [extra, 0])
+    if not any(pads):
+        return t
+    return F.pad(t, pads, value=value)
+
+
+def _concat_tensors(parts: list[torch.Tensor], pad_value: float, side: str) -> torch.Tensor:
+    if parts[0].ndim == 0:
+        return parts[0]
+    if parts[0].ndim > 1 and any(p.shape[1:] != parts[0].shape[1:] for p in parts):
+        target = [max(p.shape[d] for p in parts) for d in range(parts[0].ndim)]
+        parts = [_pad_to(p, target, pad_value, side) for p in parts]
+    return torch.cat(parts, dim=0)
+
+
+def concat(
+    parts: Sequence[Any],
+    pad_values: Mapping[str, float] | None = None,
+    padding_side: str = "right",
+    _key: str | None = None,
+) -> Any:
+    """Join batches sample-wise, re-padding tensors whose trailing sizes differ."""
+    pad_values = DEFAULT_PAD_VALUES if pad_values is None else pad_values
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    if isinstance(first, torch.Tensor):
+        return _concat_tensors(list(parts), pad_values.get(_key or "", 0), padding_side)
+    if np is not None and isinstance(first, np.ndarray):
+        return np.concatenate(parts, axis=0) if first.ndim else first
+    if isinstance(first, Mapping):
+        data = {k: concat([p[k] for p in parts], pad_values, padding_side, _key=str(k)) for k in first}
+        return _rebuild_mapping(first, data)
+    if isinstance(first, (list, tuple)):
+        if _is_structure(first):
+            items = [concat([p[i] for p in parts], pad_values, padding_side, _key=_key) for i in range(len(first))]
+            return _rebuild(first, items)
+        return _rebuild(first, [x for p in parts for x in p])
+    return first
+
+
+def split(batch: Any, n: int) -> tuple[Any, Any | None]:
+    """The first ``n`` samples and the rest (``None`` when nothing is left)."""
+    size = batch_size(batch)
+    if n >= size:
+        return batch, None
+    head = select(batch, torch.arange(n))
+    tail = select(batch, torch.arange(n, size))
+    return head, tail
+
+
+def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
+    """Move every tensor of ``batch`` to ``device``; other leaves are left alone."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, Mapping):
+        return _rebuild_mapping(batch, {k: to_device(v, device, non_blocking) for k, v in batch.items()})
+    if isinstance(batch, (list, tuple)) and _is_structure(batch):
+        return _rebuild(batch, [to_device(v, device, non_blocking) for v in batch])
+    return batch
+
+
+BatchTransform = Callable[[Any], Any]

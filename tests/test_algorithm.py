@@ -1,0 +1,113 @@
+"""The pure functions and the stateful sifter."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from siftcli.sift import SiftConfig, Sifter, algorithm
+
+PUBLISHED = {0.1: 0.9091, 0.25: 0.80, 0.5: 0.6667, 1: 0.50, 2: 0.3333, 3: 0.25, 10: 0.0909}
+
+
+@pytest.mark.parametrize("beta,expected", sorted(PUBLISHED.items()))
+def test_kept_fraction_matches_published_table(beta: float, expected: float) -> None:
+    """On a stationary stream the kept fraction is 1/(1+beta), within 1.5 points over 20,000 samples."""
+    sifter = Sifter(SiftConfig(beta=beta, loss_history_length=500, seed=7))
+    stream = torch.Generator().manual_seed(123)
+    kept = 0
+    for _ in range(625):
+        kept += int(sifter.decide(torch.rand(32, generator=stream), 32).sum())
+    assert abs(kept / 20_000 - expected) < 0.015
+    assert algorithm.target_keep_fraction(beta) == pytest.approx(expected, abs=1e-4)
+
+
+def test_percentiles_are_mid_rank() -> None:
+    history = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    pct = algorithm.percentiles(torch.tensor([0.0, 2.0, 5.0]), history)
+    assert pct.tolist() == pytest.approx([0.0, 0.375, 1.0])
+    assert algorithm.percentiles(torch.tensor([1.0]), torch.empty(0)).item() == 1.0
+
+
+def test_keep_probability_is_percentile_power_beta() -> None:
+    pct = torch.tensor([0.0, 0.5, 1.0])
+    assert algorithm.keep_probability(pct, 2.0).tolist() == pytest.approx([0.0, 0.25, 1.0])
+
+
+def test_calibrated_count_never_drifts() -> None:
+    carry, total = 0.0, 0
+    for _ in range(1000):
+        k, carry = algorithm.calibrated_count(32, 1 / 3, carry)
+        total += k
+    assert abs(total - 32_000 / 3) <= 1
+
+
+def test_calibrated_mode_holds_target_on_falling_losses() -> None:
+    """Losses that fall over time push the probabilistic rate below target; calibrated stays on it."""
+    rates = {}
+    for mode in ("probabilistic", "calibrated"):
+        sifter = Sifter(SiftConfig(beta=1.0, loss_history_length=256, mode=mode, seed=0))
+        g = torch.Generator().manual_seed(0)
+        kept = 0
+        for step in range(300):
+            losses = torch.rand(32, generator=g) * (1.0 / (1 + step * 0.05))
+            kept += int(sifter.decide(losses, 32).sum())
+        rates[mode] = kept / (300 * 32)
+    assert rates["probabilistic"] < 0.45
+    assert abs(rates["calibrated"] - 0.5) < 0.005
+
+
+def test_calibrated_prefers_high_losses() -> None:
+    sifter = Sifter(SiftConfig(beta=3.0, loss_history_length=64, mode="calibrated", seed=0))
+    sifter.decide(torch.linspace(0, 1, 64), 64)
+    hits = torch.zeros(32)
+    for _ in range(200):
+        hits += sifter.decide(torch.linspace(0, 1, 32), 32).float()
+    assert hits[-8:].mean() > 4 * hits[:8].mean()
+
+
+def test_delay_keeps_everything_and_repeats_per_epoch() -> None:
+    sifter = Sifter(SiftConfig(beta=10.0, loss_history_length=8, sift_delay=3, repeat_delay_per_epoch=True))
+    losses = torch.rand(4)
+    assert all(sifter.decide(losses, 4).all() for _ in range(3))
+    assert not sifter.in_delay
+    sifter.start_epoch()
+    assert sifter.in_delay
+
+
+def test_delay_scores_only_what_fills_the_history() -> None:
+    sifter = Sifter(SiftConfig(loss_history_length=16, sift_delay=10))
+    wants = []
+    for _ in range(10):
+        wants.append(sifter.wants_scores(8))
+        sifter.decide(torch.rand(8) if wants[-1] else None, 8)
+    assert wants == [False] * 8 + [True] * 2
+    assert sifter.history.numel() == 16
+
+
+def test_nonfinite_losses_are_kept_and_counted() -> None:
+    sifter = Sifter(SiftConfig(beta=100.0, loss_history_length=8))
+    sifter.decide(torch.rand(8), 8)
+    with pytest.warns(RuntimeWarning, match="NaN or Inf"):
+        mask = sifter.decide(torch.tensor([float("nan"), float("inf"), 0.0, 0.0]), 4)
+    assert mask[:2].all()
+    assert sifter.nonfinite == 2
+    assert torch.isfinite(sifter.history).all()
+
+
+def test_state_dict_round_trip_reproduces_decisions() -> None:
+    a = Sifter(SiftConfig(beta=1.0, loss_history_length=20, seed=3))
+    g = torch.Generator().manual_seed(1)
+    batches = [torch.rand(8, generator=g) for _ in range(12)]
+    for x in batches[:5]:
+        a.decide(x, 8)
+    b = Sifter(SiftConfig(beta=1.0, loss_history_length=20, seed=99))
+    b.load_state_dict(a.state_dict())
+    for x in batches[5:]:
+        assert torch.equal(a.decide(x, 8), b.decide(x, 8))
+
+
+@pytest.mark.parametrize("bad", [{"beta": 0}, {"beta": -1}, {"loss_history_length": 0}, {"sift_delay": -1}, {"mode": "x"}])
+def test_config_rejects_bad_values(bad: dict) -> None:
+    with pytest.raises(ValueError):
+        SiftConfig(**bad)

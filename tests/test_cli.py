@@ -1,0 +1,101 @@
+"""The CLI end to end on a tiny model, and its fast --help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from siftcli.cli import app
+
+runner = CliRunner()
+
+
+def test_help_is_fast_because_torch_is_lazy() -> None:
+    code = "import sys; from siftcli.cli import app; assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("train", "compare", "sweep-beta", "validate"):
+        assert command in result.output
+
+
+def test_python_dash_m_runs() -> None:
+    out = subprocess.run([sys.executable, "-m", "siftcli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "compare" in out.stdout
+
+
+def test_train_writes_a_run_folder(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", str(tiny_recipe()), "--output", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "completed" and metrics["arm"] == "sifted"
+    assert 0 < metrics["keep"]["achieved"] < 1
+    assert (out / "recipe.yaml").exists()
+    events = [json.loads(line)["event"] for line in (out / "log.jsonl").read_text().splitlines()]
+    assert "step" in events and "eval" in events
+    assert (out / "metric_vs_time.png").exists()
+
+
+def test_train_no_sift_forces_the_baseline(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", str(tiny_recipe()), "--no-sift", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["arm"] == "baseline" and metrics["samples_trained"] == metrics["raw_samples"]
+
+
+def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(tiny_recipe()), "-o", str(out), "-q", "--equal-time"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "compare.json").read_text())
+    runs = data["runs"][0]
+    assert set(runs) == {"baseline", "sifted", "equal-time"}
+    assert f"{runs['baseline']['train_seconds']:.1f}" in result.output
+    assert f"{runs['sifted']['train_seconds']:.1f}" in result.output
+    assert runs["baseline"]["optimizer_steps"] > runs["sifted"]["optimizer_steps"]
+    assert runs["equal-time"]["optimizer_steps"] <= runs["baseline"]["optimizer_steps"]
+    assert "Verdict:" in result.output and data["verdict"]
+    assert (out / "metric_vs_time.png").exists()
+    again = runner.invoke(app, ["compare", str(out / "baseline"), str(out / "sifted")])
+    assert again.exit_code == 0, again.output
+    assert f"{runs['sifted']['train_seconds']:.1f}" in again.output
+
+
+def test_compare_over_seeds_reports_spread(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(tiny_recipe(epochs=1)), "-o", str(out), "-q", "--seeds", "2"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "compare.json").read_text())
+    assert data["seeds_summary"]["seeds"] == 2 and len(data["pairs"]) == 2
+    assert "over 2 seeds" in result.output
+
+
+def test_sweep_beta_ranks_and_marks_best(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    result = runner.invoke(app, ["sweep-beta", str(tiny_recipe(epochs=1)), "--betas", "0.5,2", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "sweep.json").read_text())
+    assert sorted(r["beta"] for r in data["rows"]) == [0.5, 2.0]
+    achieved = {r["beta"]: r["achieved_keep"] for r in data["rows"]}
+    assert achieved[0.5] > achieved[2.0]
+    assert data["advice"] in result.output.replace("\n", " ") or data["advice"][:30] in result.output
+
+
+def test_set_overrides_and_are_stored(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", str(tiny_recipe()), "--set", "sift.beta=3", "--set", "epochs=1", "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "beta: 3.0" in (out / "recipe.yaml").read_text()
+    assert json.loads((out / "metrics.json").read_text())["sift"]["beta"] == 3.0
+
+
+def test_validate_resolves_columns_and_model(tiny_recipe) -> None:
+    result = runner.invoke(app, ["validate", str(tiny_recipe())])
+    assert result.exit_code == 0, result.output
+    assert "120 train / 40 eval" in result.output

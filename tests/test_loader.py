@@ -1,0 +1,195 @@
+"""The drop-in loader: batch formats, contract, statistics, resume, scoring hygiene."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from siftcli.sift import SiftConfig, SiftingDataLoader, batching, cross_entropy_loss, hf_loss, mse_loss
+
+
+def _tuple_loader(n: int = 100, batch: int = 8, shuffle: bool = False) -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 4, generator=g)
+    y = (x[:, 0] > 0).long()
+    return DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=shuffle)
+
+
+class DropoutNet(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def test_yields_full_batches_and_the_remainder() -> None:
+    loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(beta=1.0, seed=0))
+    sizes = [b[0].shape[0] for b in loader]
+    assert all(s == 8 for s in sizes[:-1]) and 0 < sizes[-1] <= 8
+    assert sum(sizes) == loader.stats.kept_samples
+    assert loader.stats.raw_samples == 100 and loader.stats.batches == len(sizes)
+    assert 0.3 < loader.stats.kept_fraction < 0.7
+
+
+def test_len_is_the_expected_number_of_batches_and_two_passes_are_two_epochs() -> None:
+    loader = SiftingDataLoader(_tuple_loader(n=800), torch.nn.Linear(4, 2), cross_entropy_loss,
+                               SiftConfig(beta=1.0, sift_delay=10, mode="calibrated"))
+    expected_first = len(loader)
+    first = sum(1 for _ in loader)
+    expected_second = len(loader)
+    second = sum(1 for _ in loader)
+    assert abs(first - expected_first) <= 1 and abs(second - expected_second) <= 1
+    assert expected_first == 10 + 45  # 10 delay batches, then half of 720 samples in batches of 8
+    assert expected_second == 50
+    assert [e.epoch for e in loader.stats.epochs] == [0, 1]
+
+
+def test_scoring_builds_no_graph_and_restores_train_flags() -> None:
+    model = DropoutNet()
+    model.train()
+    model.body[1].eval()  # a mixed state must come back exactly
+    seen = []
+
+    def loss(m: torch.nn.Module, batch) -> torch.Tensor:
+        seen.append((torch.is_grad_enabled(), m.training, torch.is_inference_mode_enabled()))
+        out = cross_entropy_loss(m, batch)
+        assert out.grad_fn is None
+        return out
+
+    loader = SiftingDataLoader(_tuple_loader(), model, loss, SiftConfig())
+    next(iter(loader))
+    assert seen[0] == (False, False, True)
+    assert model.training and model.body[0].training and not model.body[1].training
+
+
+def test_dict_batches_padded_to_different_lengths_are_repadded() -> None:
+    g = torch.Generator().manual_seed(0)
+
+    def make(length: int, n: int = 4) -> dict:
+        return {
+            "input_ids": torch.randint(1, 50, (n, length), generator=g),
+            "attention_mask": torch.ones(n, length, dtype=torch.long),
+            "labels": torch.randint(0, 2, (n,), generator=g),
+            "ids": [f"id{length}-{i}" for i in range(n)],
+        }
+
+    raw = [make(3), make(7), make(5), make(6)]
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.EmbeddingBag(50, 2)
+
+        def forward(self, input_ids, attention_mask):  # noqa: ANN001
+            return {"logits": self.emb(input_ids)}
+
+    loader = SiftingDataLoader(raw, Model(), hf_loss, SiftConfig(beta=1.0, loss_history_length=8),
+                               batch_size=4, pad_values={"input_ids": 0})
+    out = list(loader)
+    total = sum(b["labels"].shape[0] for b in out)
+    assert total == loader.stats.kept_samples
+    for b in out:
+        n, width = b["input_ids"].shape
+        assert b["attention_mask"].shape == (n, width) and len(b["ids"]) == n
+        lengths = [int(s.split("-")[0][2:]) for s in b["ids"]]
+        for row, length in enumerate(lengths):  # padding after each sample's own length
+            assert (b["input_ids"][row, length:] == 0).all() and (b["attention_mask"][row, length:] == 0).all()
+            assert (b["attention_mask"][row, :length] == 1).all()
+
+
+def test_concat_pads_labels_with_minus_100_and_handles_batchencoding() -> None:
+    from transformers import BatchEncoding
+
+    a = BatchEncoding({"input_ids": torch.ones(2, 3, dtype=torch.long), "labels": torch.ones(2, 3, dtype=torch.long)})
+    b = BatchEncoding({"input_ids": torch.ones(1, 5, dtype=torch.long), "labels": torch.ones(1, 5, dtype=torch.long)})
+    joined = batching.concat([a, b], {"input_ids": 9, "labels": -100})
+    assert isinstance(joined, BatchEncoding)
+    assert joined["input_ids"][0].tolist() == [1, 1, 1, 9, 9]
+    assert joined["labels"][1].tolist() == [1, 1, 1, -100, -100]
+    left = batching.concat([a, b], {"input_ids": 9}, padding_side="left")
+    assert left["input_ids"][0].tolist() == [9, 9, 1, 1, 1]
+
+
+def test_list_batches_and_mse() -> None:
+    x = torch.randn(40, 3)
+    y = torch.randn(40, 1)
+    raw = [[x[i:i + 10], y[i:i + 10]] for i in range(0, 40, 10)]
+    loader = SiftingDataLoader(raw, torch.nn.Linear(3, 1), mse_loss, SiftConfig(beta=0.5), batch_size=10)
+    out = list(loader)
+    assert all(isinstance(b, list) for b in out)
+    assert sum(b[0].shape[0] for b in out) == loader.stats.kept_samples
+
+
+def test_transform_hook_covers_custom_batches() -> None:
+    class Custom:
+        def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+            self.x, self.y = x, y
+
+    data = _tuple_loader()
+    raw = [Custom(x, y) for x, y in data]
+    loader = SiftingDataLoader(raw, torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(), batch_size=8,
+                               batch_transform=lambda c: (c.x, c.y))
+    assert sum(b[0].shape[0] for b in loader) == loader.stats.kept_samples
+
+
+def test_unknown_batch_type_gets_a_clear_error() -> None:
+    loader = SiftingDataLoader([object()], torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(), batch_size=8)
+    with pytest.raises(TypeError, match="batch_transform"):
+        list(loader)
+
+
+def test_wrong_loss_shape_is_reported() -> None:
+    loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), lambda m, b: torch.zeros(3), SiftConfig())
+    with pytest.raises(ValueError, match="3 losses for a batch of 8"):
+        next(iter(loader))
+
+
+def test_decisions_come_from_the_seeded_generator_not_global_state() -> None:
+    def run(global_seed: int) -> list[int]:
+        torch.manual_seed(global_seed)
+        loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2).requires_grad_(False), cross_entropy_loss,
+                                   SiftConfig(seed=5))
+        torch.manual_seed(0)
+        loader.model.load_state_dict({"weight": torch.ones(2, 4), "bias": torch.zeros(2)})
+        return [int(x.sum() * 1000) for b in loader for x in [b[0]]]
+
+    assert run(1) == run(2)
+
+
+def test_resume_mid_epoch_reproduces_an_uninterrupted_run() -> None:
+    def make() -> SiftingDataLoader:
+        model = torch.nn.Linear(4, 2)
+        model.load_state_dict({"weight": torch.eye(2, 4), "bias": torch.zeros(2)})
+        return SiftingDataLoader(_tuple_loader(n=200), model, cross_entropy_loss,
+                                 SiftConfig(beta=1.0, loss_history_length=40, sift_delay=3, seed=11))
+
+    full = make()
+    reference = [b[0].clone() for _ in range(2) for b in full]
+
+    first = make()
+    got = [b[0].clone() for b in first]  # epoch 0 in full
+    it = iter(first)
+    for _ in range(4):
+        got.append(next(it)[0].clone())
+    state = first.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    got += [b[0].clone() for b in resumed]
+    assert len(got) == len(reference)
+    assert all(torch.equal(a, b) for a, b in zip(got, reference))
+    assert resumed.stats.kept_samples == full.stats.kept_samples
+
+
+def test_nan_losses_never_crash() -> None:
+    def loss(m: torch.nn.Module, batch) -> torch.Tensor:
+        out = cross_entropy_loss(m, batch)
+        out[0] = float("nan")
+        return out
+
+    loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), loss, SiftConfig())
+    with pytest.warns(RuntimeWarning):
+        list(loader)
+    assert loader.stats.nonfinite == 13  # one per raw batch (13 batches of 100 samples)

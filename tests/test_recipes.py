@@ -1,0 +1,25 @@
+"""Every shipped recipe parses, validates, and opens with what it is for and how to run it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from siftcli.config import default_recipe_path, load_recipe
+
+RECIPES = sorted((Path(__file__).resolve().parent.parent / "recipes").rglob("*.yaml"))
+
+
+def test_there_are_recipes() -> None:
+    assert default_recipe_path() in RECIPES
+    assert len(RECIPES) >= 2
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=[p.name for p in RECIPES])
+def test_recipe_validates_and_says_how_to_run(path: Path) -> None:
+    recipe = load_recipe(path)
+    head = path.read_text().splitlines()[:6]
+    assert head[0].startswith("# "), "first line must say what the recipe is for"
+    assert any("siftcli " in line for line in head if line.startswith("#")), "a comment must give the command"
+    assert recipe.sift.beta > 0

@@ -1,0 +1,120 @@
+"""The training loop: resume equals uninterrupted, every task on a tiny model, interruption keeps results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from siftcli.builders import build_workload
+from siftcli.config import validate_recipe
+from siftcli.errors import RunInterrupted
+from siftcli.runner import run_train, settings_from_recipe, sift_from_recipe
+from siftcli.train import lr_factor, train
+from tests.conftest import tiny_recipe_dict
+
+
+def test_lr_schedule_warms_up_and_fully_decays() -> None:
+    assert lr_factor(0.0, 0.1, "linear") == 0.0
+    assert lr_factor(0.1, 0.1, "linear") == pytest.approx(1.0)
+    assert lr_factor(1.0, 0.1, "linear") == 0.0
+    assert lr_factor(1.0, 0.1, "cosine") == pytest.approx(0.0)
+    assert lr_factor(0.5, 0.0, "constant") == 1.0
+
+
+@pytest.mark.parametrize("sift", [True, False])
+def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, sift: bool) -> None:
+    raw = tiny_recipe_dict(text_csv, checkpoint_every_steps=3, **{"sift.enabled": sift})
+    recipe = validate_recipe(raw)
+
+    def fresh():
+        torch.manual_seed(0)
+        return build_workload(recipe)
+
+    full_dir = tmp_path / "full"
+    full_dir.mkdir()
+    w_full = fresh()
+    cfg = sift_from_recipe(recipe, len(w_full.train_data)) if sift else None
+    train(w_full, settings_from_recipe(recipe), cfg, run_dir=full_dir, arm="x")
+
+    part_dir = tmp_path / "part"
+    part_dir.mkdir()
+    w_part = fresh()
+    steps = {"n": 0}
+
+    def interrupt(kind: str, data: dict) -> None:
+        if kind in ("step", "tick"):
+            steps["n"] += 1
+            if steps["n"] == 11:  # mid-epoch, two steps after the checkpoint at step 9
+                raise KeyboardInterrupt
+
+    with pytest.raises(RunInterrupted):
+        train(w_part, settings_from_recipe(recipe), cfg, run_dir=part_dir, arm="x", on_event=interrupt)
+    assert json.loads((part_dir / "metrics.json").read_text())["status"] == "interrupted"
+
+    w_resumed = fresh()
+    out = train(w_resumed, settings_from_recipe(recipe), cfg, run_dir=part_dir, arm="x", resume=True)
+    assert out["status"] == "completed"
+    for (name, a), b in zip(w_full.model.state_dict().items(), w_resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    full = json.loads((full_dir / "metrics.json").read_text())
+    assert out["optimizer_steps"] == full["optimizer_steps"] and out["samples_trained"] == full["samples_trained"]
+
+
+def test_regression_task(tmp_path: Path) -> None:
+    data = tmp_path / "reg.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{'good ' * (i % 4)}x", "score": float(i % 4)}) + "\n" for i in range(64)))
+    recipe = validate_recipe(tiny_recipe_dict(data, task="regression", loss="mse", **{"data.label_column": "score"}))
+    _, metrics = run_train(recipe, output=str(tmp_path / "run"))
+    assert metrics["metric"] == "mse" and metrics["final"]["mse"] >= 0 and not metrics["higher_is_better"]
+
+
+def test_causal_lm_task(tmp_path: Path) -> None:
+    data = tmp_path / "lm.csv"
+    data.write_text("text\n" + "".join(f"the cat sat on mat {i}\n" for i in range(48)))
+    recipe = validate_recipe(tiny_recipe_dict(
+        data, task="causal-lm", loss="auto",
+        **{"model.source": "config:gpt2", "model.config_overrides": {"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32}},
+    ))
+    _, metrics = run_train(recipe, output=str(tmp_path / "run"))
+    assert metrics["metric"] == "perplexity" and metrics["final"]["perplexity"] > 1
+    assert 0 < metrics["keep"]["achieved"] <= 1
+
+
+def test_image_classification_task(tmp_path: Path) -> None:
+    import datasets
+
+    g = torch.Generator().manual_seed(0)
+    images, labels = [], []
+    for i in range(40):
+        label = i % 2
+        arr = (torch.rand(8, 8, 3, generator=g) * 80 + 150 * label).byte().numpy()
+        images.append(Image.fromarray(arr))
+        labels.append(label)
+    folder = tmp_path / "imgs"
+    datasets.Dataset.from_dict({"image": images, "label": labels}).save_to_disk(str(folder))
+    processor_dir = tmp_path / "proc"
+    from transformers import ViTImageProcessor
+
+    ViTImageProcessor(size={"height": 8, "width": 8}).save_pretrained(processor_dir)
+    recipe = validate_recipe(tiny_recipe_dict(
+        folder, task="image-classification", loss="auto",
+        **{"model.source": "config:vit", "model.tokenizer": str(processor_dir),
+           "model.config_overrides": {"image_size": 8, "patch_size": 4, "hidden_size": 16, "num_hidden_layers": 1,
+                                      "num_attention_heads": 2, "intermediate_size": 32}},
+    ))
+    _, metrics = run_train(recipe, output=str(tmp_path / "run"))
+    assert metrics["metric"] == "accuracy" and 0 <= metrics["final"]["accuracy"] <= 1
+
+
+def test_phases_and_scoring_cost_are_reported(tmp_path: Path, text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv))
+    _, m = run_train(recipe, output=str(tmp_path / "run"))
+    assert set(m["phases"]) == {"data", "scoring", "forward_backward", "optimizer", "evaluation", "checkpoint"}
+    assert m["phases"]["scoring"] > 0 and m["scoring_cost"] > 0
+    assert m["predicted_ratio"] == pytest.approx(m["samples_scored"] / m["raw_samples"] * m["scoring_cost"] + m["keep"]["achieved"])
+    assert [e["epoch"] for e in m["keep"]["per_epoch"]] == [0, 1]
+    assert m["train_seconds"] < m["total_seconds"]
