@@ -75,12 +75,17 @@ def main() -> int:
             f"{_f(p['time_to_target_ratio'])} | {100 * s['keep']['target']:.0f}% / {100 * s['keep']['achieved']:.1f}% | "
             f"{_f(p['scoring_cost'])} | {_f(p['predicted_ratio'])} |"
         )
-    lines += ["", "## Verdicts", ""]
-    for name, _, result, secs in rows:
-        lines.append(f"- **{name}** ({secs / 60:.1f} min for all arms): {result['verdict']}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     existing = out.read_text() if out.exists() else ""
+    rerun = {name for name, *_ in rows}
+    kept_rows = [ln for ln in existing.splitlines() if ln.startswith("| ") and ln.split(" | ")[0][2:] in set(RECIPES) - rerun]
+    kept_verdicts = [ln for ln in existing.splitlines() if ln.startswith("- **") and ln[4:].split("**")[0] in set(RECIPES) - rerun]
+    if kept_rows:  # rows of recipes not rerun this time stay, marked as from an earlier invocation
+        lines += [ln if ln.endswith("(earlier run) |") else ln + " (earlier run) |" for ln in kept_rows]
+    lines += ["", "## Verdicts", ""] + kept_verdicts
+    for name, _, result, secs in rows:
+        lines.append(f"- **{name}** ({secs / 60:.1f} min for all arms): {result['verdict']}")
     marker = "\n## Notes"
     notes = existing[existing.index(marker):] if marker in existing else ""
     from siftcli.runio import atomic_write_text

@@ -124,7 +124,21 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
         parts.append(f"the epochs took {eq:.2f}x the baseline's time, so there was little to save")
     if seeds and isinstance(seeds.get("metric_delta"), dict) and seeds["metric_delta"].get("within_noise"):
         parts.append(f"over {seeds['seeds']} seeds the accuracy difference is within the noise")
+    parts.append(_next_step(pair, sift))
     return "; ".join(parts) + "."
+
+
+def _next_step(pair: dict[str, Any], sift: dict[str, Any] | None) -> str:
+    """The one change worth trying next, from where the time went."""
+    beta = (sift or {}).get("beta")
+    ratio = pair.get("time_to_target_ratio")
+    if beta is None:
+        return "next: enable sifting"
+    if pair.get("sifted_time_to_target") is None:
+        return f"next: try beta {beta / 2:g} or a longer sift_delay"
+    if ratio is not None and ratio <= 0.95:
+        return f"next: try beta {beta * 2:g} for a bigger saving, and --seeds 3 --equal-time to confirm"
+    return "next: a shorter sift_delay (sifting cannot speed up the part of the run it does not sift) or sift.mode calibrated"
 
 
 def _fmt(x: float | None) -> str:

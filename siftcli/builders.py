@@ -95,19 +95,25 @@ def import_loss(spec: str) -> PerSampleLoss:
     return fn
 
 
-def build_workload(recipe: Recipe) -> Workload:
-    """Load data first (cheap to get wrong), then the model."""
+def splits_from_recipe(recipe: Recipe) -> Any:
+    """The recipe's data block, loaded and checked (see :func:`siftcli.data.load_splits`)."""
     from siftcli.data import load_splits
-    from siftcli.models import build_model, load_image_processor, load_tokenizer
 
     d = recipe.data
-    splits = load_splits(
+    return load_splits(
         d.source, task=recipe.task, fmt=d.format, config_name=d.config_name, train_split=d.train_split,
         eval_split=d.eval_split, eval_source=d.eval_source, eval_fraction=d.eval_fraction,
         text_column=d.text_column, text_pair_column=d.text_pair_column, image_column=d.image_column,
         label_column=d.label_column, label_names=d.label_names, column_names=d.column_names,
         max_train_samples=d.max_train_samples, max_eval_samples=d.max_eval_samples, seed=recipe.seed,
     )
+
+
+def build_workload(recipe: Recipe) -> Workload:
+    """Load data first (cheap to get wrong), then the model."""
+    from siftcli.models import build_model, load_image_processor, load_tokenizer
+
+    splits = splits_from_recipe(recipe)
     m = recipe.model
     num_labels = len(splits.label_names) if splits.label_names else None
     pad_values: dict[str, float] = {}

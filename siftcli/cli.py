@@ -43,10 +43,13 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(f"siftcli: error: {exc}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except RunInterrupted as exc:
-            err_console.print(
-                f"siftcli: interrupted; partial results kept in {exc.run_dir} (metrics.json status 'interrupted'); "
-                f"continue with: siftcli train <recipe> --resume {exc.run_dir}", markup=False, highlight=False, soft_wrap=True,
-            )
+            if exc.resumable:
+                msg = (f"siftcli: interrupted; partial results kept in {exc.run_dir} (metrics.json status 'interrupted'); "
+                       f"continue with: siftcli train <recipe> --resume {exc.run_dir}")
+            else:
+                msg = (f"siftcli: interrupted; finished arms kept in {exc.run_dir} (status 'interrupted'); "
+                       "run the command again to start over")
+            err_console.print(msg, markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(130) from None
         except KeyboardInterrupt:
             err_console.print("siftcli: interrupted before training started; nothing was lost")
@@ -126,6 +129,8 @@ def train(
     with _Progress(not quiet) as progress:
         run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=progress, resume=resume)
     console.print(run_table(metrics, str(run_dir)))
+    for plot in sorted(run_dir.glob("*.png")):
+        console.print(f"[dim]plot: {plot}[/dim]")
 
 
 @app.command()

@@ -12,6 +12,7 @@ class SiftcliError(Exception):
 class RunInterrupted(Exception):
     """Raised after Ctrl-C once the partial results are safely on disk."""
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, resumable: bool = True) -> None:
         super().__init__(run_dir)
         self.run_dir = run_dir
+        self.resumable = resumable  # a single run continues with --resume; compare/sweep start over

@@ -29,12 +29,7 @@ def write_plots(run_dir: Path, runs: list[dict[str, Any]]) -> list[Path]:
     ax.set_ylabel(metric)
     ax.set_title(f"{metric} against time")
     ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    path = run_dir / "metric_vs_time.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    paths.append(path)
+    paths.append(_save(fig, ax, run_dir / "metric_vs_time.png"))
 
     sifted = next((r for r in runs if r.get("keep")), None)
     if sifted and sifted["keep"].get("trace"):
@@ -52,12 +47,7 @@ def write_plots(run_dir: Path, runs: list[dict[str, Any]]) -> list[Path]:
         ax.set_xlabel("raw batch")
         ax.set_ylabel("kept fraction")
         ax.set_title("keep rate over training")
-        ax.legend()
-        fig.tight_layout()
-        path = run_dir / "keep_rate.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(fig, ax, run_dir / "keep_rate.png"))
 
     loss_files = list(run_dir.glob("**/sift_losses.json"))
     if loss_files:
@@ -69,10 +59,15 @@ def write_plots(run_dir: Path, runs: list[dict[str, Any]]) -> list[Path]:
             ax.set_xlabel("per-sample loss at scoring")
             ax.set_ylabel("samples")
             ax.set_title("losses of kept and rejected samples")
-            ax.legend()
-            fig.tight_layout()
-            path = run_dir / "loss_histogram.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            paths.append(path)
+            paths.append(_save(fig, ax, run_dir / "loss_histogram.png"))
     return paths
+
+
+def _save(fig: Any, ax: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -13,7 +13,7 @@ from typing import Any
 
 from siftcli.analysis import compare_pair, summarise_seeds, verdict
 from siftcli.config import Recipe, recipe_to_yaml
-from siftcli.errors import SiftcliError
+from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.runio import atomic_write_json, atomic_write_text, ensure_writable, make_run_dir, read_json
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -67,11 +67,15 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         if not run_dir.is_dir():
             raise SiftcliError(f"--resume {resume}: folder not found")
         ensure_writable(run_dir)
-    else:
+    use_sift = recipe.sift.enabled if sift is None else sift
+    workload = workload or build_workload(recipe)  # before the run folder: bad data leaves no empty folder
+    if not resume:
         run_dir = make_run_dir(output, recipe.name)
         _write_recipe(run_dir, recipe)
-    use_sift = recipe.sift.enabled if sift is None else sift
-    workload = workload or build_workload(recipe)
+    if use_sift and not resume and on_event is not None:
+        warning = pilot_check(recipe, workload)
+        if warning:
+            on_event("warning", {"message": warning})
     sift_cfg = sift_from_recipe(recipe, len(workload.train_data)) if use_sift else None
     metrics = train(
         workload, settings_from_recipe(recipe), sift_cfg, sift_precision=recipe.sift.precision, run_dir=run_dir,
@@ -98,43 +102,44 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, eq
 
     if seeds < 1:
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
-    run_dir = make_run_dir(output, recipe.name, suffix="-compare")
-    _write_recipe(run_dir, recipe)
     emit = on_event or (lambda kind, data: None)
     pairs, all_runs = [], []
     workload = build_workload(recipe)
+    run_dir = make_run_dir(output, recipe.name, suffix="-compare")
+    _write_recipe(run_dir, recipe)
     initial = copy.deepcopy(workload.model.state_dict())
     warning = pilot_check(recipe, workload) if pilot else None
     if warning:
         emit("warning", {"message": warning})
-    for i in range(seeds):
-        seed = recipe.seed + i
-        seed_recipe = recipe.model_copy(update={"seed": seed})
-        arms: dict[str, dict[str, Any]] = {}
-        for arm in ("baseline", "sifted"):
-            workload.model.load_state_dict(initial)
-            arm_dir = run_dir / (f"seed{seed}" if seeds > 1 else "") / arm
-            ensure_writable(arm_dir)
-            sift_cfg = sift_from_recipe(seed_recipe, len(workload.train_data), seed) if arm == "sifted" else None
-            emit("arm", {"arm": arm, "seed": seed})
-            arms[arm] = train(workload, settings_from_recipe(seed_recipe), sift_cfg, sift_precision=recipe.sift.precision,
-                              run_dir=arm_dir, arm=arm, on_event=on_event)
-        if equal_time:
-            base = arms["baseline"]
-            per_step = base["train_seconds"] / max(1, base["optimizer_steps"])
-            budget_steps = max(1, int(round(arms["sifted"]["train_seconds"] / per_step)))
-            workload.model.load_state_dict(initial)
-            arm_dir = run_dir / (f"seed{seed}" if seeds > 1 else "") / "equal-time"
-            ensure_writable(arm_dir)
-            emit("arm", {"arm": "equal-time", "seed": seed})
-            arms["equal-time"] = train(workload, settings_from_recipe(seed_recipe, max_steps=budget_steps), None,
-                                       run_dir=arm_dir, arm="equal-time", on_event=on_event)
-        pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"))
-        pair["seed"] = seed
-        pairs.append(pair)
-        all_runs.append(arms)
+    def run_arm(arm: str, seed_recipe: Recipe, sift_cfg: Any = None, **changes: Any) -> dict[str, Any]:
+        workload.model.load_state_dict(initial)  # every arm starts from the same weights
+        arm_dir = run_dir / (f"seed{seed_recipe.seed}" if seeds > 1 else "") / arm
+        ensure_writable(arm_dir)
+        emit("arm", {"arm": arm, "seed": seed_recipe.seed})
+        return train(workload, settings_from_recipe(seed_recipe, **changes), sift_cfg, sift_precision=recipe.sift.precision,
+                     run_dir=arm_dir, arm=arm, on_event=on_event)
+
+    try:
+        for i in range(seeds):
+            seed_recipe = recipe.model_copy(update={"seed": recipe.seed + i})
+            arms: dict[str, dict[str, Any]] = {}
+            all_runs.append(arms)
+            arms["baseline"] = run_arm("baseline", seed_recipe)
+            arms["sifted"] = run_arm("sifted", seed_recipe, sift_from_recipe(seed_recipe, len(workload.train_data)))
+            if equal_time:  # a baseline sized to the sifted run's wall-clock, schedule fully decayed
+                per_step = arms["baseline"]["train_seconds"] / max(1, arms["baseline"]["optimizer_steps"])
+                budget = max(1, int(round(arms["sifted"]["train_seconds"] / per_step)))
+                arms["equal-time"] = run_arm("equal-time", seed_recipe, max_steps=budget)
+            pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"))
+            pair["seed"] = seed_recipe.seed
+            pairs.append(pair)
+    except RunInterrupted:
+        finished = [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs]
+        atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "runs": finished, "pairs": pairs})
+        raise RunInterrupted(str(run_dir), resumable=False) from None
     summary = summarise_seeds(pairs) if seeds > 1 else None
     result = {
+        "status": "completed",
         "recipe": recipe.name,
         "runs": [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs],
         "pairs": pairs,
@@ -194,7 +199,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     import torch
 
     from siftcli.sift.algorithm import target_keep_fraction
-    from siftcli.train import autocast, resolve_device
+    from siftcli.train import autocast, make_optimizer, resolve_device
 
     if not recipe.sift.enabled:
         return None
@@ -204,7 +209,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     if len(rows) < 2:
         return None
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
-    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
     sp = recipe.sift.precision or recipe.precision
     train_t, score_t = [], []
     for i in range(steps + 1):
@@ -239,10 +244,10 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
 
     if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
         raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
-    run_dir = make_run_dir(output, recipe.name, suffix="-sweep")
-    _write_recipe(run_dir, recipe)
     emit = on_event or (lambda kind, data: None)
     workload = build_workload(recipe)
+    run_dir = make_run_dir(output, recipe.name, suffix="-sweep")
+    _write_recipe(run_dir, recipe)
     initial = copy.deepcopy(workload.model.state_dict())
 
     def one(arm: str, beta: float | None) -> dict[str, Any]:
@@ -257,13 +262,17 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
         return train(workload, settings_from_recipe(recipe), cfg, sift_precision=recipe.sift.precision,
                      run_dir=arm_dir, arm="sifted" if beta else "baseline", on_event=on_event)
 
-    baseline = one("baseline", None)
-    rows = []
-    for beta in betas:
-        run = one(f"beta-{beta:g}", beta)
-        pair = compare_pair(baseline, run, recipe.eval.target_drop)
-        rows.append({"beta": beta, **pair, "train_seconds": run["train_seconds"], "final": run["final"]})
-    result = rank_sweep(baseline, rows)
+    rows: list[dict[str, Any]] = []
+    try:
+        baseline = one("baseline", None)
+        for beta in betas:
+            run = one(f"beta-{beta:g}", beta)
+            pair = compare_pair(baseline, run, recipe.eval.target_drop)
+            rows.append({"beta": beta, **pair, "train_seconds": run["train_seconds"], "final": run["final"]})
+    except RunInterrupted:
+        atomic_write_json(run_dir / "sweep.json", {"status": "interrupted", "rows": rows})
+        raise RunInterrupted(str(run_dir), resumable=False) from None
+    result = {"status": "completed", **rank_sweep(baseline, rows)}
     atomic_write_json(run_dir / "sweep.json", result)
     return run_dir, result
 

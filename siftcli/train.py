@@ -182,6 +182,16 @@ def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str,
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW, fused where this torch build supports it: on short-sequence fine-tunes the optimizer
+    step can be 40% of training time, and the fused kernel cuts it on CPU and GPU alike."""
+    groups = _param_groups(model, weight_decay)
+    try:
+        return torch.optim.AdamW(groups, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # older torch, or a device without the fused kernel
+        return torch.optim.AdamW(groups, lr=lr)
+
+
 def _rng_state() -> dict[str, Any]:
     import numpy as np
 
@@ -253,7 +263,7 @@ def train(
     else:
         loader = PassThroughLoader(raw_loader)
 
-    optimizer = torch.optim.AdamW(_param_groups(model, settings.weight_decay), lr=settings.lr)
+    optimizer = make_optimizer(model, settings.lr, settings.weight_decay)
     scaler = torch.amp.GradScaler("cuda") if settings.precision == "fp16" else None
     total_raw = max(1, math.ceil(settings.epochs * n_train))
     n_epochs = math.ceil(settings.epochs)
@@ -349,8 +359,9 @@ def train(
                 phases["scoring"] += scored
                 phases["data"] += (t1 - t0) - scored
 
+                lr = settings.lr * lr_factor(progress(), settings.warmup_fraction, settings.schedule)
                 for group in optimizer.param_groups:
-                    group["lr"] = settings.lr * lr_factor(progress(), settings.warmup_fraction, settings.schedule)
+                    group["lr"] = lr
                 batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
                 with autocast(device, settings.precision):
                     loss = workload.loss_fn(forward_model, batch).mean()

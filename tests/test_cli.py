@@ -99,3 +99,44 @@ def test_validate_resolves_columns_and_model(tiny_recipe) -> None:
     result = runner.invoke(app, ["validate", str(tiny_recipe())])
     assert result.exit_code == 0, result.output
     assert "120 train / 40 eval" in result.output
+
+
+def _interrupt_after(monkeypatch, calls: int) -> None:
+    """Simulate Ctrl-C at a given training step (the LR schedule is called once per step)."""
+    import siftcli.train as train_module
+
+    real = train_module.lr_factor
+    count = {"n": 0}
+
+    def flaky(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        count["n"] += 1
+        if count["n"] == calls:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "lr_factor", flaky)
+
+
+def test_ctrl_c_in_train_keeps_results_and_resume_finishes(tiny_recipe, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    recipe = str(tiny_recipe(checkpoint_every_steps=4))
+    _interrupt_after(monkeypatch, 7)
+    result = runner.invoke(app, ["train", recipe, "-o", str(out), "-q"])
+    assert result.exit_code == 130
+    assert "interrupted" in result.output and f"--resume {out}" in result.output
+    assert json.loads((out / "metrics.json").read_text())["status"] == "interrupted"
+    assert (out / "checkpoint.pt").exists()
+    monkeypatch.undo()
+    resumed = runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
+
+
+def test_ctrl_c_in_compare_keeps_finished_arms(tiny_recipe, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "cmp"
+    _interrupt_after(monkeypatch, 40)  # the baseline has 30 steps: this lands in the sifted arm
+    result = runner.invoke(app, ["compare", str(tiny_recipe()), "-o", str(out), "-q"])
+    assert result.exit_code == 130 and "start over" in result.output
+    data = json.loads((out / "compare.json").read_text())
+    assert data["status"] == "interrupted" and "baseline" in data["runs"][0]
+    assert json.loads((out / "sifted" / "metrics.json").read_text())["status"] == "interrupted"

@@ -64,6 +64,7 @@ RECIPE_CASES = [
 @pytest.mark.parametrize("changes,expected", RECIPE_CASES, ids=[c[1][:40] for c in RECIPE_CASES])
 def test_bad_recipe_values(tmp_path: Path, text_csv: Path, changes: dict, expected: str) -> None:
     _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv, **changes), "-q", "-o", str(tmp_path / "o")]), expected)
+    assert not (tmp_path / "o").exists(), "a failed run must not leave an empty run folder"
 
 
 def test_missing_recipe_file(tmp_path: Path) -> None:

@@ -159,12 +159,15 @@ def test_decisions_come_from_the_seeded_generator_not_global_state() -> None:
     assert run(1) == run(2)
 
 
-def test_resume_mid_epoch_reproduces_an_uninterrupted_run() -> None:
+@pytest.mark.parametrize("out_batch,stop", [(None, 4), (3, 5), (3, 6)])
+def test_resume_mid_epoch_reproduces_an_uninterrupted_run(out_batch: int | None, stop: int) -> None:
+    """Also with yielded batches smaller than raw ones, where one raw batch packs into several."""
+
     def make() -> SiftingDataLoader:
         model = torch.nn.Linear(4, 2)
         model.load_state_dict({"weight": torch.eye(2, 4), "bias": torch.zeros(2)})
         return SiftingDataLoader(_tuple_loader(n=200), model, cross_entropy_loss,
-                                 SiftConfig(beta=1.0, loss_history_length=40, sift_delay=3, seed=11))
+                                 SiftConfig(beta=1.0, loss_history_length=40, sift_delay=3, seed=11), batch_size=out_batch)
 
     full = make()
     reference = [b[0].clone() for _ in range(2) for b in full]
@@ -172,7 +175,7 @@ def test_resume_mid_epoch_reproduces_an_uninterrupted_run() -> None:
     first = make()
     got = [b[0].clone() for b in first]  # epoch 0 in full
     it = iter(first)
-    for _ in range(4):
+    for _ in range(stop):
         got.append(next(it)[0].clone())
     state = first.state_dict()
     resumed = make()
@@ -193,3 +196,16 @@ def test_nan_losses_never_crash() -> None:
     with pytest.warns(RuntimeWarning):
         list(loader)
     assert loader.stats.nonfinite == 13  # one per raw batch (13 batches of 100 samples)
+
+
+def test_packed_batches_carry_no_padding_column_nobody_needs() -> None:
+    short = {"input_ids": torch.tensor([[5, 6, 0, 0, 0, 0]] * 4), "attention_mask": torch.tensor([[1, 1, 0, 0, 0, 0]] * 4),
+             "labels": torch.tensor([0, 1, 0, 1])}
+    long_ = {"input_ids": torch.tensor([[5, 6, 7, 8, 9, 9, 9, 9]] * 4), "attention_mask": torch.ones(4, 8, dtype=torch.long),
+             "labels": torch.tensor([0, 1, 0, 1])}
+    packed = batching.concat([batching.select(short, torch.tensor([0, 1])), batching.select(long_, torch.tensor([0]))])
+    assert packed["input_ids"].shape == (3, 8)
+    assert batching.trim_padding(batching.select(packed, torch.tensor([0, 1])))["input_ids"].shape == (2, 2)
+    left = {"input_ids": torch.tensor([[0, 0, 0, 5], [0, 0, 6, 7]]), "attention_mask": torch.tensor([[0, 0, 0, 1], [0, 0, 1, 1]])}
+    trimmed = batching.trim_padding(left, "left")
+    assert trimmed["input_ids"].tolist() == [[0, 5], [6, 7]]

@@ -27,11 +27,15 @@ class EpochStats:
 
     @property
     def kept_fraction(self) -> float:
-        return self.kept_samples / self.raw_samples if self.raw_samples else float("nan")
+        return _fraction(self.kept_samples, self.raw_samples)
 
     @property
     def sifted_kept_fraction(self) -> float:
-        return self.sifted_kept_samples / self.sifted_raw_samples if self.sifted_raw_samples else float("nan")
+        return _fraction(self.sifted_kept_samples, self.sifted_raw_samples)
+
+
+def _fraction(part: int, whole: int) -> float:
+    return part / whole if whole else float("nan")
 
 
 @dataclass
@@ -54,12 +58,12 @@ class SiftStats:
     @property
     def kept_fraction(self) -> float:
         """Kept over raw, delay included."""
-        return self.kept_samples / self.raw_samples if self.raw_samples else float("nan")
+        return _fraction(self.kept_samples, self.raw_samples)
 
     @property
     def sifted_kept_fraction(self) -> float:
         """Kept over raw after the delay: the number to hold against the target."""
-        return self.sifted_kept_samples / self.sifted_raw_samples if self.sifted_raw_samples else float("nan")
+        return _fraction(self.sifted_kept_samples, self.sifted_raw_samples)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -126,6 +130,7 @@ class SiftingDataLoader:
         self._raw_in_epoch = 0
         self._buffer: list[Any] = []
         self._buffered = 0
+        self._pending: list[Any] = []  # full batches packed from one raw batch, not yet yielded
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
         self._on_batch: list[Callable[[Any, torch.Tensor, torch.Tensor | None], None]] = []
@@ -158,7 +163,7 @@ class SiftingDataLoader:
         if not self._resume_mid_epoch:
             self.sifter.start_epoch()
             self._raw_in_epoch = 0
-            self._buffer, self._buffered = [], 0
+            self._buffer, self._buffered, self._pending = [], 0, []
         skip = self._raw_in_epoch
         self._resume_mid_epoch = False
         _set_epoch(self.dataloader, self.epoch)
@@ -166,6 +171,8 @@ class SiftingDataLoader:
         source = iter(self.dataloader)
         for _ in range(skip):  # resume: replay the order, not the decisions
             next(source)
+        while self._pending:  # batches packed but not yet yielded when the state was saved
+            yield self._emit(self._pending.pop(0), epoch_stats)
         while True:
             t0 = time.perf_counter()
             try:
@@ -179,6 +186,8 @@ class SiftingDataLoader:
             delayed = self.sifter.in_delay
             losses = self._score(raw) if self.sifter.wants_scores(n) else None
             mask = self.sifter.decide(losses, n)
+            if not delayed:
+                mask = self._agree_across_ranks(mask)
             kept = int(mask.sum())
             self._raw_in_epoch += 1
             self._count(epoch_stats, n, kept, delayed, losses is not None)
@@ -194,10 +203,12 @@ class SiftingDataLoader:
                     self._buffered += kept
                 out = self._drain(full_only=True)
             self.stats.packing_seconds += time.perf_counter() - t1
-            for batch in out:
-                yield self._emit(batch, epoch_stats)
-        for batch in self._drain(full_only=False):
-            yield self._emit(batch, epoch_stats)
+            self._pending = out
+            while self._pending:  # popped before yielding, so a checkpoint between yields loses nothing
+                yield self._emit(self._pending.pop(0), epoch_stats)
+        self._pending = self._drain(full_only=False)
+        while self._pending:
+            yield self._emit(self._pending.pop(0), epoch_stats)
         self.epoch += 1
         self.sifter.start_epoch()
         self._raw_in_epoch = 0
@@ -236,10 +247,10 @@ class SiftingDataLoader:
         out = []
         while packed is not None and self._buffered >= self.batch_size:
             head, packed = batching.split(packed, self.batch_size)
-            out.append(head)
+            out.append(batching.trim_padding(head, self.padding_side))
             self._buffered -= self.batch_size
         if packed is not None and not full_only:
-            out.append(packed)
+            out.append(batching.trim_padding(packed, self.padding_side))
             packed, self._buffered = None, 0
         self._buffer = [packed] if packed is not None else []
         return out
@@ -265,6 +276,30 @@ class SiftingDataLoader:
         self.stats.scoring_seconds += time.perf_counter() - t0
         return losses
 
+    def _agree_across_ranks(self, mask: torch.Tensor) -> torch.Tensor:
+        """Under ``torch.distributed`` every rank keeps the smallest count any rank chose.
+
+        Ranks sift different data, so left alone they would yield different numbers of
+        batches and DDP's gradient all-reduce would wait forever on the rank that ran dry.
+        Equal counts per raw batch keep buffers, and so batch counts, equal on every rank
+        (given equal raw batches per rank, as ``DistributedSampler`` provides).
+        """
+        if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+            return mask
+        if torch.distributed.get_world_size() < 2:
+            return mask
+        dist = torch.distributed
+        device = self.device if dist.get_backend() == "nccl" else torch.device("cpu")
+        count = torch.tensor([int(mask.sum())], device=device)
+        dist.all_reduce(count, op=dist.ReduceOp.MIN)
+        k = int(count.item())
+        kept = mask.nonzero().flatten()
+        if kept.numel() > k:
+            drop = kept[torch.randperm(kept.numel(), generator=self.sifter.generator)[: kept.numel() - k]]
+            mask = mask.clone()
+            mask[drop] = False
+        return mask
+
     # -- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue mid-epoch with the same decisions."""
@@ -275,6 +310,7 @@ class SiftingDataLoader:
             "raw_in_epoch": self._raw_in_epoch,
             "buffer": [batching.to_device(b, "cpu") for b in self._buffer],
             "buffered": self._buffered,
+            "pending": [batching.to_device(b, "cpu") for b in self._pending],
             "stats": self.stats.to_dict(),
         }
 
@@ -284,6 +320,7 @@ class SiftingDataLoader:
         self._raw_in_epoch = int(state["raw_in_epoch"])
         self._buffer = list(state["buffer"])
         self._buffered = int(state["buffered"])
+        self._pending = list(state.get("pending", []))
         self._resume_mid_epoch = self._raw_in_epoch > 0
         self.stats = _stats_from_dict(state["stats"])
 

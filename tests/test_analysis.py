@@ -1,0 +1,80 @@
+"""Time-to-target, seed summaries and the verdict: the numbers a sceptic reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from siftcli.analysis import compare_pair, summarise_seeds, target_for, time_to_target, verdict
+from siftcli.runner import rank_sweep
+
+
+def _run(arm: str, curve: list[tuple[float, float]], seconds: float, keep: float | None = None) -> dict:
+    return {
+        "arm": arm, "metric": "accuracy", "higher_is_better": True, "train_seconds": seconds, "total_seconds": seconds + 5,
+        "final": {"accuracy": curve[-1][1], "loss": 0.3}, "optimizer_steps": 100,
+        "curve": [{"train_seconds": t, "accuracy": a, "step": i} for i, (t, a) in enumerate(curve)],
+        "keep": {"achieved": keep, "target": 0.5} if keep else None, "scoring_cost": 0.2 if keep else None,
+        "predicted_ratio": 0.2 + keep if keep else None, "sift": {"beta": 1.0} if keep else None,
+    }
+
+
+def test_time_to_target_uses_the_first_evaluation_at_or_above_it() -> None:
+    base = _run("baseline", [(10, 0.80), (20, 0.90), (30, 0.91), (40, 0.90)], 40)
+    assert target_for(base, 0.5) == pytest.approx(0.895)
+    assert time_to_target(base, 0.895) == 20
+    assert time_to_target(base, 0.95) is None
+
+
+def test_loss_like_metrics_count_lower_as_better() -> None:
+    run = {"metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 10.0},
+           "curve": [{"train_seconds": 5, "perplexity": 12.0}, {"train_seconds": 9, "perplexity": 10.04}]}
+    target = target_for(run, 0.5)
+    assert target == pytest.approx(10.05)
+    assert time_to_target(run, target) == 9
+
+
+def test_ratio_is_against_the_baselines_own_time_to_target() -> None:
+    base = _run("baseline", [(10, 0.85), (20, 0.90), (100, 0.90)], 100)
+    sift = _run("sifted", [(15, 0.85), (30, 0.90), (70, 0.90)], 70, keep=0.5)
+    pair = compare_pair(base, sift)
+    assert pair["equal_epoch_ratio"] == pytest.approx(0.7)
+    assert pair["time_to_target_ratio"] == pytest.approx(1.5)  # not 30/100: that would flatter sifting
+    text = verdict(pair, sift["sift"])
+    assert "did not reach the target sooner" in text and "fewer steps" in text
+
+
+def test_verdict_reports_a_real_win_and_a_never_reached_target() -> None:
+    base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
+    fast = _run("sifted", [(10, 0.87), (20, 0.90), (60, 0.901)], 60, keep=0.5)
+    assert "reached the target in 0.50x" in verdict(compare_pair(base, fast), fast["sift"])
+    slow = _run("sifted", [(10, 0.80), (60, 0.85)], 60, keep=0.5)
+    assert "never reached the target" in verdict(compare_pair(base, slow), slow["sift"])
+
+
+def test_equal_time_baseline_that_matches_is_called_out() -> None:
+    base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
+    sift = _run("sifted", [(10, 0.87), (20, 0.90), (60, 0.90)], 60, keep=0.5)
+    eq = _run("equal-time", [(30, 0.88), (60, 0.901)], 60)
+    pair = compare_pair(base, sift, equal_time=eq)
+    assert pair["sifted_minus_equal_time"] == pytest.approx(-0.1)
+    assert "equal-time baseline matched or beat" in verdict(pair, sift["sift"])
+
+
+def test_seed_summary_flags_noise() -> None:
+    pairs = [{"metric_delta": d, "time_to_target_ratio": r} for d, r in ((0.3, 0.7), (-0.4, 0.9), (0.1, 0.8))]
+    summary = summarise_seeds(pairs)
+    assert summary["metric_delta"]["within_noise"] is True
+    assert summary["time_to_target_ratio"]["mean"] == pytest.approx(0.8)
+
+
+def test_sweep_picks_the_fastest_beta_within_tolerance() -> None:
+    base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
+    rows = [
+        {"beta": 0.5, "metric_delta": 0.1, "time_to_target_ratio": 0.8, "target_drop": 0.5},
+        {"beta": 3.0, "metric_delta": -2.0, "time_to_target_ratio": None, "target_drop": 0.5},
+        {"beta": 1.0, "metric_delta": -0.2, "time_to_target_ratio": 0.6, "target_drop": 0.5},
+    ]
+    result = rank_sweep(base, rows)
+    assert result["best_beta"] == 1.0 and [r["beta"] for r in result["rows"]] == [1.0, 0.5, 3.0]
+    none = rank_sweep(base, [{"beta": 3.0, "metric_delta": -2.0, "time_to_target_ratio": None, "target_drop": 0.5}])
+    assert none["best_beta"] is None and "does not pay" in none["advice"]
