@@ -22,11 +22,11 @@ from siftcli.sift import SiftConfig, SiftingDataLoader, hf_loss
 class Tiny(torch.nn.Module):
     def __init__(self, vocab: int = 1000) -> None:
         super().__init__()
-        self.emb = torch.nn.EmbeddingBag(vocab, 16)
+        self.emb = torch.nn.EmbeddingBag(vocab, 16, mode="sum")
         self.out = torch.nn.Linear(16, 2)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
-        return {"logits": self.out(self.emb(input_ids, per_sample_weights=attention_mask.float(), mode="sum"))}
+        return {"logits": self.out(self.emb(input_ids, per_sample_weights=attention_mask.float()))}
 
 
 def collate(rows: list) -> dict:

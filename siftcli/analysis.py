@@ -97,12 +97,10 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
     eq = pair.get("equal_epoch_ratio")
     delta = pair.get("metric_delta")
     pred = pair.get("predicted_ratio")
-    beta = (sift or {}).get("beta")
     unit = " points" if pair["metric"] == "accuracy" else ""
     parts: list[str] = []
     if pair.get("sifted_time_to_target") is None:
         parts.append(f"Sifting never reached the target ({_fmt(pair.get('target'))}) — it did not pay here")
-        parts.append(f"try a smaller beta than {beta} or a longer sift_delay" if beta else "try a smaller beta")
     elif ratio is not None and ratio <= 0.95:
         parts.append(f"Sifting reached the target in {ratio:.2f}x the baseline's time to it")
         if delta is not None:

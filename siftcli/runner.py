@@ -52,6 +52,13 @@ def sift_from_recipe(recipe: Recipe, n_train: int, seed: int | None = None) -> A
     )
 
 
+def _preflight(recipe: Recipe) -> None:
+    """Fail on the device before loading anything or creating a run folder."""
+    from siftcli.train import resolve_device
+
+    resolve_device(recipe.device, recipe.precision)
+
+
 def _write_recipe(run_dir: Path, recipe: Recipe) -> None:
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
 
@@ -68,6 +75,7 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
             raise SiftcliError(f"--resume {resume}: folder not found")
         ensure_writable(run_dir)
     use_sift = recipe.sift.enabled if sift is None else sift
+    _preflight(recipe)
     workload = workload or build_workload(recipe)  # before the run folder: bad data leaves no empty folder
     if not resume:
         run_dir = make_run_dir(output, recipe.name)
@@ -104,6 +112,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, eq
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
     emit = on_event or (lambda kind, data: None)
     pairs, all_runs = [], []
+    _preflight(recipe)
     workload = build_workload(recipe)
     run_dir = make_run_dir(output, recipe.name, suffix="-compare")
     _write_recipe(run_dir, recipe)
@@ -245,6 +254,7 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
     if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
         raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
     emit = on_event or (lambda kind, data: None)
+    _preflight(recipe)
     workload = build_workload(recipe)
     run_dir = make_run_dir(output, recipe.name, suffix="-sweep")
     _write_recipe(run_dir, recipe)

@@ -98,7 +98,9 @@ def test_cuda_asked_for_but_missing(tmp_path: Path, text_csv: Path) -> None:
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv, device="cuda"), "-q"]), "no CUDA GPU is available")
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv, device="cuda"), "-q", "-o", str(tmp_path / "o")]),
+                    "no CUDA GPU is available")
+    assert not (tmp_path / "o").exists()
 
 
 def test_output_is_a_file(tmp_path: Path, text_csv: Path) -> None:
@@ -122,20 +124,22 @@ def test_output_not_writable(tmp_path: Path, text_csv: Path) -> None:
 def test_empty_dataset(tmp_path: Path) -> None:
     data = tmp_path / "empty.csv"
     data.write_text("text,label\n")
-    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, data), "-q"]), "has no data rows")
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, data), "-q", "-o", str(tmp_path / "o")]), "has no data rows")
 
 
 def test_label_not_in_mapping(tmp_path: Path) -> None:
     data = tmp_path / "str.csv"
     data.write_text("text,label\n" + "".join(f"w{i},{'pos' if i % 2 else 'neg'}\n" for i in range(20)) + "odd,maybe\n")
-    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, data, **{"data.label_names": ["neg", "pos"]}), "-q"]),
+    recipe = _recipe(tmp_path, data, **{"data.label_names": ["neg", "pos"]})
+    _one_line_error(runner.invoke(app, ["train", recipe, "-q", "-o", str(tmp_path / "o")]),
                     "label 'maybe'")
 
 
 def test_regression_needs_numeric_labels(tmp_path: Path) -> None:
     data = tmp_path / "reg.csv"
     data.write_text("text,label\n" + "".join(f"w{i},high\n" for i in range(20)))
-    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, data, task="regression", loss="mse", metric="mse"), "-q"]),
+    recipe = _recipe(tmp_path, data, task="regression", loss="mse", metric="mse")
+    _one_line_error(runner.invoke(app, ["train", recipe, "-q", "-o", str(tmp_path / "o")]),
                     "regression needs numeric labels")
 
 
