@@ -63,6 +63,30 @@ def _write_recipe(run_dir: Path, recipe: Recipe) -> None:
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
 
 
+def _prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path, dict[str, Any]]:
+    """Device check, workload, then the run folder (so bad input leaves none), and the initial weights."""
+    from siftcli.builders import build_workload
+
+    _preflight(recipe)
+    workload = build_workload(recipe)
+    run_dir = make_run_dir(output, recipe.name, suffix=suffix)
+    _write_recipe(run_dir, recipe)
+    return workload, run_dir, copy.deepcopy(workload.model.state_dict())
+
+
+def _run_arm(workload: Any, initial: dict[str, Any], recipe: Recipe, arm_dir: Path, arm: str, sift_cfg: Any,
+             on_event: Event | None, **changes: Any) -> dict[str, Any]:
+    """One arm of a comparison or sweep, starting from the shared initial weights."""
+    from siftcli.train import train
+
+    workload.model.load_state_dict(initial)
+    ensure_writable(arm_dir)
+    if on_event is not None:
+        on_event("arm", {"arm": arm_dir.name, "seed": recipe.seed})
+    return train(workload, settings_from_recipe(recipe, **changes), sift_cfg, sift_precision=recipe.sift.precision,
+                 run_dir=arm_dir, arm=arm, on_event=on_event)
+
+
 def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
               resume: str | None = None, workload: Any = None) -> tuple[Path, dict[str, Any]]:
     """One fine-tune, sifted when the recipe (or ``sift``) says so."""
@@ -105,28 +129,18 @@ def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
 def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, equal_time: bool = False,
                 on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
     """Baseline and sifted fine-tunes of one recipe: same seed, data order, hyperparameters and initial weights."""
-    from siftcli.builders import build_workload
-    from siftcli.train import train
-
     if seeds < 1:
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
-    emit = on_event or (lambda kind, data: None)
-    pairs, all_runs = [], []
-    _preflight(recipe)
-    workload = build_workload(recipe)
-    run_dir = make_run_dir(output, recipe.name, suffix="-compare")
-    _write_recipe(run_dir, recipe)
-    initial = copy.deepcopy(workload.model.state_dict())
+    pairs: list[dict[str, Any]] = []
+    all_runs: list[dict[str, dict[str, Any]]] = []
+    workload, run_dir, initial = _prepare(recipe, output, "-compare")
     warning = pilot_check(recipe, workload) if pilot else None
-    if warning:
-        emit("warning", {"message": warning})
+    if warning and on_event is not None:
+        on_event("warning", {"message": warning})
+
     def run_arm(arm: str, seed_recipe: Recipe, sift_cfg: Any = None, **changes: Any) -> dict[str, Any]:
-        workload.model.load_state_dict(initial)  # every arm starts from the same weights
         arm_dir = run_dir / (f"seed{seed_recipe.seed}" if seeds > 1 else "") / arm
-        ensure_writable(arm_dir)
-        emit("arm", {"arm": arm, "seed": seed_recipe.seed})
-        return train(workload, settings_from_recipe(seed_recipe, **changes), sift_cfg, sift_precision=recipe.sift.precision,
-                     run_dir=arm_dir, arm=arm, on_event=on_event)
+        return _run_arm(workload, initial, seed_recipe, arm_dir, arm, sift_cfg, on_event, **changes)
 
     try:
         for i in range(seeds):
@@ -248,29 +262,16 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
 def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
               on_event: Event | None = None) -> tuple[Path, dict[str, Any]]:
     """Baseline once, then one sifted run per beta; ranked by the accuracy-vs-time trade-off."""
-    from siftcli.builders import build_workload
-    from siftcli.train import train
-
     if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
         raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
-    emit = on_event or (lambda kind, data: None)
-    _preflight(recipe)
-    workload = build_workload(recipe)
-    run_dir = make_run_dir(output, recipe.name, suffix="-sweep")
-    _write_recipe(run_dir, recipe)
-    initial = copy.deepcopy(workload.model.state_dict())
+    workload, run_dir, initial = _prepare(recipe, output, "-sweep")
 
-    def one(arm: str, beta: float | None) -> dict[str, Any]:
-        workload.model.load_state_dict(initial)
-        arm_dir = run_dir / arm
-        ensure_writable(arm_dir)
-        emit("arm", {"arm": arm, "seed": recipe.seed})
+    def one(name: str, beta: float | None) -> dict[str, Any]:
         cfg = None
         if beta is not None:
             cfg = sift_from_recipe(recipe.model_copy(update={"sift": recipe.sift.model_copy(update={"beta": beta})}),
                                    len(workload.train_data))
-        return train(workload, settings_from_recipe(recipe), cfg, sift_precision=recipe.sift.precision,
-                     run_dir=arm_dir, arm="sifted" if beta else "baseline", on_event=on_event)
+        return _run_arm(workload, initial, recipe, run_dir / name, "sifted" if beta else "baseline", cfg, on_event)
 
     rows: list[dict[str, Any]] = []
     try:

@@ -16,21 +16,22 @@ from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.sifter import SiftConfig, Sifter
 
 
-@dataclass
-class EpochStats:
-    epoch: int
-    raw_samples: int = 0
-    kept_samples: int = 0
-    sifted_raw_samples: int = 0  # raw samples seen after the delay, where the target applies
-    sifted_kept_samples: int = 0
-    batches: int = 0
+class _KeepFractions:
+    """Kept fractions from the counters both stats classes carry."""
+
+    kept_samples: int
+    raw_samples: int
+    sifted_kept_samples: int
+    sifted_raw_samples: int
 
     @property
     def kept_fraction(self) -> float:
+        """Kept over raw, delay included."""
         return _fraction(self.kept_samples, self.raw_samples)
 
     @property
     def sifted_kept_fraction(self) -> float:
+        """Kept over raw after the delay: the number to hold against the target."""
         return _fraction(self.sifted_kept_samples, self.sifted_raw_samples)
 
 
@@ -39,7 +40,17 @@ def _fraction(part: int, whole: int) -> float:
 
 
 @dataclass
-class SiftStats:
+class EpochStats(_KeepFractions):
+    epoch: int
+    raw_samples: int = 0
+    kept_samples: int = 0
+    sifted_raw_samples: int = 0  # raw samples seen after the delay, where the target applies
+    sifted_kept_samples: int = 0
+    batches: int = 0
+
+
+@dataclass
+class SiftStats(_KeepFractions):
     """What the loader did, so the achieved keep rate is never hidden."""
 
     target_keep_fraction: float
@@ -54,16 +65,6 @@ class SiftStats:
     data_wait_seconds: float = 0.0
     packing_seconds: float = 0.0
     epochs: list[EpochStats] = field(default_factory=list)
-
-    @property
-    def kept_fraction(self) -> float:
-        """Kept over raw, delay included."""
-        return _fraction(self.kept_samples, self.raw_samples)
-
-    @property
-    def sifted_kept_fraction(self) -> float:
-        """Kept over raw after the delay: the number to hold against the target."""
-        return _fraction(self.sifted_kept_samples, self.sifted_raw_samples)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
