@@ -3,7 +3,7 @@
 Runs ``compare --equal-time`` on each benchmark recipe (baseline, sifted and equal-time
 baseline in one process) and writes docs/benchmarks.md. Speed numbers live here, never in tests.
 
-    python scripts/benchmark.py                      # all four recipes (~20 min on 2 CPU cores)
+    python scripts/benchmark.py                      # all four recipes (about 20 min on 2 CPU cores)
     python scripts/benchmark.py --only sst2-minilm   # one
 """
 
@@ -22,6 +22,14 @@ RECIPES = ["sst2-minilm", "agnews-minilm", "sst2-scratch", "agnews-scratch"]
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
     return "n/a" if x is None else fmt.format(x)
+
+
+def _spread(result: dict, key: str, single: str, fmt: str = "{:.2f}") -> str:
+    """With --seeds N: seed 0's value, then mean ± std over all seeds."""
+    summary = (result.get("seeds_summary") or {}).get(key)
+    if not summary:
+        return single
+    return f"{single} (mean {fmt.format(summary['mean'])} ± {summary['std']:.2f}, n={summary['n']})"
 
 
 def main() -> int:
@@ -52,12 +60,13 @@ def main() -> int:
     lines = [
         "# Benchmarks",
         "",
-        f"Produced by `python scripts/benchmark.py {' '.join(sys.argv[1:])}`".rstrip() + f" on {platform.machine()}, "
+        f"Produced by `{' '.join(['python scripts/benchmark.py', *sys.argv[1:]])}` on {platform.machine()}, "
         f"{os.cpu_count()} CPU cores, torch {torch.__version__}, {time.strftime('%Y-%m-%d')}.",
         "Each row is one `compare --equal-time` run: baseline, sifted and an equal-time baseline (a baseline whose schedule",
         "is sized to the sifted run's wall-clock, learning rate fully decayed), same seed, data order and initial weights.",
         "Times are training wall-clock with evaluation excluded; ratios are sifted over baseline, measured in one process.",
         "Target = baseline final accuracy − 0.5 points; time-to-target is the first evaluation at or above it.",
+        "With `--seeds N` the columns show seed 0's run; Δ and the time-to-target ratio add the mean ± std over seeds.",
         "",
         "| recipe | baseline s | sifted s | equal-epoch ratio | baseline acc | sifted acc | Δ pts | equal-time acc |"
         " baseline→target s | sifted→target s | time-to-target ratio | kept (target/achieved) | s | s+a |",
@@ -70,9 +79,11 @@ def main() -> int:
         lines.append(
             f"| {name} | {b['train_seconds']:.1f} | {s['train_seconds']:.1f} | {_f(p['equal_epoch_ratio'])} | "
             f"{_f(b['final'].get('accuracy'), '{:.4f}')} | {_f(s['final'].get('accuracy'), '{:.4f}')} | "
-            f"{_f(p['metric_delta'], '{:+.2f}')} | {_f(p.get('equal_time_metric'), '{:.4f}')} | "
+            f"{_spread(result, 'metric_delta', _f(p['metric_delta'], '{:+.2f}'), '{:+.2f}')} | "
+            f"{_f(p.get('equal_time_metric'), '{:.4f}')} | "
             f"{_f(p['baseline_time_to_target'], '{:.1f}')} | {_f(p['sifted_time_to_target'], '{:.1f}')} | "
-            f"{_f(p['time_to_target_ratio'])} | {100 * s['keep']['target']:.0f}% / {100 * s['keep']['achieved']:.1f}% | "
+            f"{_spread(result, 'time_to_target_ratio', _f(p['time_to_target_ratio']))} | "
+            f"{100 * s['keep']['target']:.0f}% / {100 * s['keep']['achieved']:.1f}% | "
             f"{_f(p['scoring_cost'])} | {_f(p['predicted_ratio'])} |"
         )
     out = Path(args.out)

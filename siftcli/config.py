@@ -82,7 +82,7 @@ class SiftSpec(_Strict):
     sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
     repeat_delay_per_epoch: bool = False
     mode: Literal["probabilistic", "calibrated"] = "probabilistic"
-    precision: Literal["fp32", "bf16", "fp16"] | None = None
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 
     @field_validator("beta")
     @classmethod
@@ -141,6 +141,8 @@ class Recipe(_Strict):
             raise ValueError(f"metric {self.metric!r} does not fit task {self.task!r}; expected one of {sorted(metric_ok)}")
         if self.precision == "fp16" and self.device == "cpu":
             raise ValueError("precision fp16 needs device cuda; use bf16 or fp32 on a CPU")
+        if self.sift.precision == "fp16" and self.device == "cpu":
+            raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
         return self
 
     @property

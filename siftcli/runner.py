@@ -56,7 +56,12 @@ def _preflight(recipe: Recipe) -> None:
     """Fail on the device before loading anything or creating a run folder."""
     from siftcli.train import resolve_device
 
-    resolve_device(recipe.device, recipe.precision)
+    device = resolve_device(recipe.device, recipe.precision)
+    if recipe.sift.enabled and recipe.sift.precision != "auto":
+        try:
+            resolve_device(device.type, recipe.sift.precision)
+        except SiftcliError as exc:
+            raise SiftcliError(f"sift.{exc}") from None
 
 
 def _write_recipe(run_dir: Path, recipe: Recipe) -> None:
@@ -222,6 +227,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     import torch
 
     from siftcli.sift.algorithm import target_keep_fraction
+    from siftcli.sift.loader import scoring_precision
     from siftcli.train import autocast, make_optimizer, resolve_device
 
     if not recipe.sift.enabled:
@@ -233,7 +239,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
         return None
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
-    sp = recipe.sift.precision or recipe.precision
+    sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
     train_t, score_t = [], []
     for i in range(steps + 1):
         t0 = time.perf_counter()

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Sampler
 from siftcli.builders import Workload
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.runio import JsonlLog, atomic_torch_save, atomic_write_json
-from siftcli.sift.loader import SiftingDataLoader
+from siftcli.sift.loader import SiftingDataLoader, scoring_precision
 from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.sifter import SiftConfig
 
@@ -250,7 +250,8 @@ def train(
     if sift is not None:
         loader = SiftingDataLoader(
             raw_loader, forward_model, workload.loss_fn, sift, batch_size=settings.batch_size, device=device,
-            precision=sift_precision or settings.precision, pad_values=workload.pad_values, padding_side=workload.padding_side,
+            precision=scoring_precision(sift_precision, device, settings.precision), pad_values=workload.pad_values,
+            padding_side=workload.padding_side,
         )
 
         def trace(raw_batch: Any, mask: torch.Tensor, losses: torch.Tensor | None) -> None:
@@ -490,7 +491,7 @@ def _summarise(
         "predicted_ratio": (scored / raw) * s_cost + achieved if sifting and raw and math.isfinite(s_cost) else None,
         "curve": curve,
         "settings": asdict(settings),
-        "sift": sift.to_dict() if sift else None,
+        "sift": {**sift.to_dict(), "scoring_precision": loader.precision} if sift and sifting else None,
         "device": str(device),
         "torch": torch.__version__,
     }

@@ -89,10 +89,12 @@ def test_sweep_beta_ranks_and_marks_best(tiny_recipe, tmp_path: Path) -> None:
 
 def test_set_overrides_and_are_stored(tiny_recipe, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    result = runner.invoke(app, ["train", str(tiny_recipe()), "--set", "sift.beta=3", "--set", "epochs=1", "-o", str(out), "-q"])
+    result = runner.invoke(app, ["train", str(tiny_recipe()), "--set", "sift.beta=3", "--set", "epochs=1",
+                                 "--set", "sift.precision=fp32", "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert "beta: 3.0" in (out / "recipe.yaml").read_text()
-    assert json.loads((out / "metrics.json").read_text())["sift"]["beta"] == 3.0
+    sift = json.loads((out / "metrics.json").read_text())["sift"]
+    assert sift["beta"] == 3.0 and sift["scoring_precision"] == "fp32"
 
 
 def test_validate_resolves_columns_and_model(tiny_recipe) -> None:

@@ -41,6 +41,8 @@ RECIPE_CASES = [
     ({"metric": "perplexity"}, "metric 'perplexity' does not fit task"),
     ({"sift.sift_delay_fraction": 0.3}, "give sift_delay (steps) or sift_delay_fraction, not both"),
     ({"precision": "fp16", "device": "cpu"}, "fp16 needs device cuda"),
+    ({"sift.precision": "fp16"}, "sift.precision fp16 needs device cuda"),
+    ({"sift.precision": "int8"}, "key 'sift.precision'"),
     ({"sift.mode": "greedy"}, "key 'sift.mode'"),
     ({"sift": 5}, "key 'sift': expected a mapping"),
     ({"task": "translation"}, "key 'task'"),

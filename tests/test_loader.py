@@ -209,3 +209,22 @@ def test_packed_batches_carry_no_padding_column_nobody_needs() -> None:
     left = {"input_ids": torch.tensor([[0, 0, 0, 5], [0, 0, 6, 7]]), "attention_mask": torch.tensor([[0, 0, 0, 1], [0, 0, 1, 1]])}
     trimmed = batching.trim_padding(left, "left")
     assert trimmed["input_ids"].tolist() == [[0, 5], [6, 7]]
+
+
+def test_auto_scoring_precision_picks_bf16_only_where_it_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    from siftcli.sift import loader as loader_mod
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(loader_mod, "fast_bf16", lambda device: True)
+    assert loader_mod.scoring_precision("auto", cpu, "fp32") == "bf16"
+    assert loader_mod.scoring_precision(None, cpu, "fp32") == "bf16"
+    monkeypatch.setattr(loader_mod, "fast_bf16", lambda device: False)
+    assert loader_mod.scoring_precision("auto", cpu, "fp32") == "fp32"  # emulated bf16 would be slower
+    assert loader_mod.scoring_precision("auto", cpu, "bf16") == "bf16"  # follows training precision
+    assert loader_mod.scoring_precision("fp32", cpu, "bf16") == "fp32"  # an explicit choice wins
+    assert loader_mod.fast_bf16(torch.device("meta")) is False
+    model = torch.nn.Linear(4, 2)
+    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,))), batch_size=4)
+    assert SiftingDataLoader(data, model, cross_entropy_loss, precision="auto").precision == "fp32"
+    with pytest.raises(ValueError, match="precision must be"):
+        SiftingDataLoader(data, model, cross_entropy_loss, precision="int8")

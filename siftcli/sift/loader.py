@@ -88,7 +88,9 @@ class SiftingDataLoader:
         batch_size: size of the yielded batches; defaults to the loader's ``batch_size``.
         device: where scoring runs; defaults to the model's device. Yielded batches stay where
             the original loader put them unless ``yield_on_device`` is set.
-        precision: ``fp32``, ``bf16`` or ``fp16``: autocast for the scoring forward.
+        precision: ``fp32``, ``bf16``, ``fp16`` or ``auto``: autocast for the scoring forward.
+            ``auto`` scores in bf16 where the hardware runs it natively (see :func:`fast_bf16`), else fp32;
+            ranking losses needs far less precision than training on them.
         batch_transform: applied to each raw batch before anything else, for batch types
             that are not tensors, mappings or tuples of them.
         pad_values: per-field values used when re-padding; ``input_ids`` should be the pad token id.
@@ -118,9 +120,9 @@ class SiftingDataLoader:
         if self.batch_size < 1:
             raise ValueError("batch_size is unknown: pass batch_size= or wrap a DataLoader that has one")
         self.device = torch.device(device) if device is not None else _model_device(model)
-        if precision not in ("fp32", "bf16", "fp16"):
-            raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}")
-        self.precision = precision
+        if precision not in ("fp32", "bf16", "fp16", "auto"):
+            raise ValueError(f"precision must be fp32, bf16, fp16 or auto, got {precision!r}")
+        self.precision = scoring_precision(precision, self.device, "fp32")
         self.batch_transform = batch_transform
         self.pad_values = {**batching.DEFAULT_PAD_VALUES, **(pad_values or {})}
         self.padding_side = padding_side
@@ -332,6 +334,30 @@ def _stats_from_dict(d: dict[str, Any]) -> SiftStats:
     for e in d.get("epochs", []):
         stats.epochs.append(EpochStats(**{k: v for k, v in e.items() if k in EpochStats.__dataclass_fields__}))
     return stats
+
+
+def fast_bf16(device: torch.device) -> bool:
+    """Whether ``device`` runs bf16 matmuls natively (CUDA with bf16, CPUs with AVX512-BF16 or AMX).
+
+    Elsewhere bf16 is emulated and slower than fp32, so ``auto`` must not pick it.
+    """
+    if device.type == "cuda":
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+    return False
+
+
+def scoring_precision(requested: str | None, device: torch.device, train_precision: str) -> str:
+    """The precision the scoring forward runs in: ``auto`` (or ``None``) means bf16 where it is fast.
+
+    Scoring only ranks losses, so bf16 rounding does not change which samples are kept in any
+    way that matters, while it cuts the scoring cost s that every saving is bounded by.
+    """
+    if requested in (None, "auto"):
+        return "bf16" if fast_bf16(device) else train_precision
+    return requested
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:
