@@ -99,7 +99,13 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
     pred = pair.get("predicted_ratio")
     unit = " points" if pair["metric"] == "accuracy" else ""
     parts: list[str] = []
-    if pair.get("sifted_time_to_target") is None:
+    reached = (seeds or {}).get("time_to_target_ratio") or {}
+    if seeds and reached and reached["n"] < seeds["seeds"]:  # some seeds got there, some never did
+        parts.append(
+            f"Sifting reached the target in only {reached['n']} of {seeds['seeds']} seeds (time-to-target ratio "
+            f"{reached['mean']:.2f} where it did) — not a reliable saving here"
+        )
+    elif pair.get("sifted_time_to_target") is None:
         parts.append(f"Sifting never reached the target ({_fmt(pair.get('target'))}) — it did not pay here")
     elif ratio is not None and ratio <= 0.95:
         parts.append(f"Sifting reached the target in {ratio:.2f}x the baseline's time to it")

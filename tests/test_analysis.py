@@ -67,6 +67,16 @@ def test_seed_summary_flags_noise() -> None:
     assert summary["time_to_target_ratio"]["mean"] == pytest.approx(0.8)
 
 
+def test_verdict_over_seeds_says_when_only_some_seeds_reached_the_target() -> None:
+    pairs = [{"metric_delta": d, "time_to_target_ratio": r} for d, r in ((0.1, 1.4), (-0.8, None), (0.5, 0.6))]
+    summary = summarise_seeds(pairs)
+    pair = {"metric": "accuracy", "sifted_time_to_target": None, "target": 0.88, "time_to_target_ratio": None}
+    text = verdict(pair, {"beta": 1.0}, summary)
+    assert "only 2 of 3 seeds (time-to-target ratio 1.00 where it did)" in text
+    assert "never reached" not in text
+    assert "never reached the target" in verdict(pair, {"beta": 1.0}, summarise_seeds(pairs[1:2]))
+
+
 def test_sweep_picks_the_fastest_beta_within_tolerance() -> None:
     base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
     rows = [
