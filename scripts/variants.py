@@ -24,18 +24,32 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_VARIANTS = [
     "default=",
     "calibrated=sift.mode=calibrated",
-    "delay5=sift.sift_delay_fraction=0.05,sift.mode=calibrated",
-    "beta2-delay5=sift.beta=2,sift.sift_delay_fraction=0.05,sift.mode=calibrated",
-    "beta3-delay5=sift.beta=3,sift.sift_delay_fraction=0.05,sift.mode=calibrated",
+    "delay5=sift.sift_delay=0,sift.sift_delay_fraction=0.05,sift.mode=calibrated",
+    "beta2-delay5=sift.beta=2,sift.sift_delay=0,sift.sift_delay_fraction=0.05,sift.mode=calibrated",
+    "beta3-delay5=sift.beta=3,sift.sift_delay=0,sift.sift_delay_fraction=0.05,sift.mode=calibrated",
     "fp32-scoring=sift.precision=fp32",
 ]
 
 
 def _parse_variant(text: str) -> tuple[str, list[str]]:
+    from siftcli.errors import SiftcliError
+
     name, _, sets = text.partition("=")
     if not name:
-        raise SystemExit(f"variants: --variant {text!r}: expected NAME=key=value,key=value")
+        raise SiftcliError(f"--variant {text!r}: expected NAME=key=value,key=value")
     return name, [s for s in _split(sets) if s]
+
+
+def _parse_seeds(text: str) -> list[int]:
+    from siftcli.errors import SiftcliError
+
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        seeds = []
+    if not seeds:
+        raise SiftcliError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2")
+    return seeds
 
 
 def _split(sets: str) -> list[str]:
@@ -81,7 +95,10 @@ def main() -> int:
         recipe = load_recipe(args.recipe, args.set)
         variants = [_parse_variant(v) for v in (args.variant or DEFAULT_VARIANTS)]
         variant_recipes = {name: load_recipe(args.recipe, args.set + sets) for name, sets in variants}
-        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+        seeds = _parse_seeds(args.seeds)
+        bad_short = [f for f in args.short if not 0 < f <= 1]
+        if bad_short:
+            raise SiftcliError(f"--short {bad_short[0]:g}: expected a fraction of the baseline's steps in (0, 1]")
         workload, run_dir, initial = _prepare(recipe, args.output, "-variants")
     except SiftcliError as exc:
         print(f"variants: error: {exc}", file=sys.stderr)

@@ -105,6 +105,17 @@ def test_cuda_asked_for_but_missing(tmp_path: Path, text_csv: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
+def test_fp16_scoring_on_a_cpu_picked_by_device_auto(tmp_path: Path, text_csv: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    recipe = _recipe(tmp_path, text_csv, device="auto", **{"sift.precision": "fp16"})
+    _one_line_error(runner.invoke(app, ["train", recipe, "-q", "-o", str(tmp_path / "o")]),
+                    "sift.precision: fp16 needs a CUDA GPU")
+    assert not (tmp_path / "o").exists()
+
+
 def test_output_is_a_file(tmp_path: Path, text_csv: Path) -> None:
     f = tmp_path / "file"
     f.write_text("x")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,8 +33,15 @@ def test_variants_trains_every_variant_and_short_baseline_against_one_baseline(t
     assert "| b2 | " in proc.stdout  # the mean over seeds
 
 
-def test_variants_bad_override_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path) -> None:
-    proc = _variants(str(tiny_recipe()), "--variant", "x=sift.bta=2", "-o", str(tmp_path / "v"))
-    assert proc.returncode == 2
-    assert proc.stderr.strip().startswith("variants: error:") and "did you mean 'sift.beta'" in proc.stderr
+@pytest.mark.parametrize("args,expected", [
+    (["--variant", "x=sift.bta=2"], "did you mean 'sift.beta'"),
+    (["--variant", "=sift.beta=2"], "expected NAME=key=value"),
+    (["--seeds", "a,b"], "--seeds 'a,b': expected comma-separated integers"),
+    (["--short", "1.5"], "--short 1.5: expected a fraction"),
+])
+def test_variants_bad_input_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path, args: list[str], expected: str) -> None:
+    proc = _variants(str(tiny_recipe()), *args, "-o", str(tmp_path / "v"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().startswith("variants: error:") and expected in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "v").exists(), "bad input must not leave a run folder"
