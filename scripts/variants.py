@@ -89,7 +89,7 @@ def main() -> int:
     from siftcli.config import load_recipe
     from siftcli.errors import SiftcliError
     from siftcli.runio import atomic_write_json
-    from siftcli.runner import _prepare, _run_arm, sift_from_recipe
+    from siftcli.runner import prepare, run_arm
 
     try:
         recipe = load_recipe(args.recipe, args.set)
@@ -99,7 +99,7 @@ def main() -> int:
         bad_short = [f for f in args.short if not 0 < f <= 1]
         if bad_short:
             raise SiftcliError(f"--short {bad_short[0]:g}: expected a fraction of the baseline's steps in (0, 1]")
-        workload, run_dir, initial = _prepare(recipe, args.output, "-variants")
+        workload, run_dir, initial = prepare(recipe, args.output, "-variants")
     except SiftcliError as exc:
         print(f"variants: error: {exc}", file=sys.stderr)
         return 2
@@ -110,19 +110,18 @@ def main() -> int:
     t_start = time.perf_counter()
     for seed in seeds:
         base_recipe = recipe.model_copy(update={"seed": seed})
-        base = _run_arm(workload, initial, base_recipe, run_dir / f"seed{seed}" / "baseline", "baseline", None, None)
+        base = run_arm(workload, initial, base_recipe, run_dir / f"seed{seed}" / "baseline", "baseline")
         print(f"| {seed} | baseline | {base['train_seconds']:.1f} | 1.00 | {_f(base['final'].get(base['metric']), '{:.4f}')} "
               "| — | — | — | 100% | — |", flush=True)
         runs: list[tuple[str, dict[str, Any]]] = []
         for frac in args.short:
             steps = max(1, int(round(frac * base["optimizer_steps"])))
-            runs.append((f"baseline x{frac:g}", _run_arm(workload, initial, base_recipe, run_dir / f"seed{seed}" / f"short-{frac:g}",
-                                                        "baseline", None, None, max_steps=steps)))
+            short = base_recipe.model_copy(update={"max_steps": steps})
+            runs.append((f"baseline x{frac:g}", run_arm(workload, initial, short, run_dir / f"seed{seed}" / f"short-{frac:g}", "baseline")))
         for name, _ in variants:
             vr = variant_recipes[name].model_copy(update={"seed": seed})
-            cfg = sift_from_recipe(vr, len(workload.train_data)) if vr.sift.enabled else None
-            runs.append((name, _run_arm(workload, initial, vr, run_dir / f"seed{seed}" / name,
-                                        "sifted" if cfg else "baseline", cfg, None)))
+            runs.append((name, run_arm(workload, initial, vr, run_dir / f"seed{seed}" / name,
+                                       "sifted" if vr.sift.enabled else "baseline", sift=vr.sift.enabled)))
         for name, run in runs:
             p = compare_pair(base, run, recipe.eval.target_drop)
             row = {"seed": seed, "run": name, **p, "train_seconds": run["train_seconds"], "final": run["final"]}

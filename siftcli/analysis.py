@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import asdict, is_dataclass
 from typing import Any
 
 
@@ -40,8 +41,12 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def compare_pair(baseline: dict[str, Any], sifted: dict[str, Any], drop_points: float = 0.5,
-                 equal_time: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the compare table shows, for one seed."""
+                 equal_time: dict[str, Any] | None = None, random_keep: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything the compare table shows, for one seed.
+
+    Sifted minus equal-time is the value of the *trade* (fewer samples for the same time); sifted
+    minus random-keep (same kept fraction, chosen uniformly) is the value of *selection* itself.
+    """
     target = target_for(baseline, drop_points)
     b_tta, s_tta = time_to_target(baseline, target), time_to_target(sifted, target)
     b_val, s_val = metric_value(baseline), metric_value(sifted)
@@ -70,12 +75,22 @@ def compare_pair(baseline: dict[str, Any], sifted: dict[str, Any], drop_points: 
         out["equal_time_metric"] = e_val
         out["equal_time_seconds"] = equal_time["train_seconds"]
         out["sifted_minus_equal_time"] = (s_val - e_val) * scale if e_val is not None and s_val is not None else None
+    if random_keep is not None:
+        r_val = metric_value(random_keep)
+        out["random_keep_metric"] = r_val
+        out["random_keep_seconds"] = random_keep["train_seconds"]
+        out["sifted_minus_random"] = (s_val - r_val) * scale if r_val is not None and s_val is not None else None
+    noise = sifted.get("label_noise") or {}
+    if noise.get("kept_share_after_delay") is not None:
+        out["noisy_share_kept"] = noise["kept_share_after_delay"]
+        out["noise_rate"] = noise["rate"]
     return out
 
 
 def summarise_seeds(pairs: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean and spread of each number over seeds; a difference inside 2 standard errors is noise."""
-    keys = ["time_to_target_ratio", "equal_epoch_ratio", "metric_delta", "speedup", "achieved_keep", "sifted_minus_equal_time"]
+    keys = ["time_to_target_ratio", "equal_epoch_ratio", "metric_delta", "speedup", "achieved_keep", "sifted_minus_equal_time",
+            "sifted_minus_random", "noisy_share_kept"]
     out: dict[str, Any] = {"seeds": len(pairs)}
     for key in keys:
         values = [p[key] for p in pairs if p.get(key) is not None]
@@ -84,10 +99,12 @@ def summarise_seeds(pairs: list[dict[str, Any]]) -> dict[str, Any]:
         mean = statistics.fmean(values)
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         out[key] = {"mean": mean, "std": sd, "n": len(values), "values": values}
-    delta = out.get("metric_delta")
-    if delta and delta["n"] > 1:
-        se = delta["std"] / math.sqrt(delta["n"])
-        out["metric_delta"]["within_noise"] = abs(delta["mean"]) <= 2 * se
+    for key in ("metric_delta", "sifted_minus_equal_time", "sifted_minus_random"):
+        delta = out.get(key)
+        if delta and delta["n"] > 1:
+            se = delta["std"] / math.sqrt(delta["n"])
+            delta["within_noise"] = abs(delta["mean"]) <= 2 * se
+            delta["beats"] = delta["mean"] > 2 * se  # ahead by more than two standard errors
     return out
 
 
@@ -122,6 +139,17 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
         parts.append(
             f"the equal-time baseline {'matched or beat' if eqt <= 0.25 else 'fell short of'} the sifted run ({-eqt:+.2f}{unit})"
         )
+    rnd = pair.get("sifted_minus_random")
+    if rnd is not None:
+        parts.append(f"selection {'beat' if rnd > 0.25 else 'did not beat'} keeping the same fraction at random ({rnd:+.2f}{unit})")
+    for key, label in (("sifted_minus_equal_time", "the equal-time baseline"), ("sifted_minus_random", "random keep")):
+        stat = (seeds or {}).get(key)
+        if isinstance(stat, dict) and stat["n"] > 1:
+            word = "beat" if stat.get("beats") else "did not beat"
+            parts.append(f"over {stat['n']} seeds sifting {word} {label} by more than two standard errors "
+                         f"({stat['mean']:+.2f} ± {stat['std']:.2f}{unit})")
+    if eqt is not None and eqt <= 0.25 and not ((seeds or {}).get("sifted_minus_equal_time") or {}).get("beats"):
+        parts.append("train less: a baseline given the same time is as good here")
     if pred is not None and pred >= 1.0:
         parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta or score in bf16")
     elif eq is not None and eq > 0.97:
@@ -147,3 +175,66 @@ def _next_step(pair: dict[str, Any], sift: dict[str, Any] | None) -> str:
 
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
+
+
+def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, status: str, state: Any,
+                  total_seconds: float, device: Any) -> dict[str, Any]:
+    """One run's metrics.json: final metric, times, phases, keep rates, the scoring cost s and the cost model.
+
+    ``s`` = scoring seconds per scored sample over training seconds per trained sample; the predicted
+    equal-epoch ratio is ``scored/raw * s + kept fraction`` (plus a reference model's share, if any).
+    """
+    import torch
+
+    st = loader.stats
+    final = state.curve[-1] if state.curve else {}
+    raw, scored, trained, phases = st.raw_samples, st.scored_samples, state.trained, state.phases
+    train_compute = phases["forward_backward"] + phases["optimizer"]
+    per_trained = train_compute / trained if trained else float("nan")
+    s_cost = (phases["scoring"] / scored) / per_trained if scored and trained and per_trained > 0 else float("nan")
+    achieved = trained / raw if raw else float("nan")
+    keep = None
+    if sift is not None:
+        keep = {
+            "target": st.target_keep_fraction, "achieved": achieved, "achieved_after_delay": st.sifted_kept_fraction,
+            "per_epoch": [{"epoch": e.epoch, "raw": e.raw_samples, "kept": e.kept_samples, "kept_fraction": e.kept_fraction,
+                           "after_delay": e.sifted_kept_fraction} for e in st.epochs],
+            "nonfinite": st.nonfinite, "trace": state.keep_trace,
+        }
+    noise = None
+    if getattr(workload, "noisy", None) is not None:
+        noise = {"rate": float(workload.noisy.float().mean()), "flipped": int(workload.noisy.sum()),
+                 "kept_share": state.noisy_kept / st.kept_samples if st.kept_samples else None,
+                 "kept_share_after_delay": (state.noisy_kept_after_delay / st.sifted_kept_samples
+                                            if st.sifted_kept_samples and sift is not None else None)}
+    predicted = None
+    if sift is not None and raw and math.isfinite(s_cost):
+        predicted = (scored / raw) * s_cost + achieved
+    elif sift is not None and raw and not scored:
+        predicted = achieved  # a rule that never scores (random keep)
+    if predicted is not None and phases.get("reference") and train_compute and trained:
+        predicted += phases["reference"] / (per_trained * raw)  # the reference's cost, in epochs of training
+    return {
+        "status": status,
+        "arm": arm,
+        "task": workload.task,
+        "metric": workload.metric,
+        "higher_is_better": workload.higher_is_better,
+        "final": {k: final.get(k) for k in ("loss", workload.metric) if k in final},
+        "train_seconds": state.train_clock,
+        "total_seconds": total_seconds,
+        "optimizer_steps": state.step,
+        "raw_samples": raw,
+        "samples_scored": scored,
+        "samples_trained": trained,
+        "keep": keep,
+        "label_noise": noise,
+        "phases": phases,
+        "scoring_cost": s_cost,
+        "predicted_ratio": predicted,
+        "curve": state.curve,
+        "settings": recipe.model_dump(mode="json", exclude={"model", "data"}),
+        "sift": {**(asdict(sift) if is_dataclass(sift) else dict(sift)), "scoring_precision": loader.precision} if sift else None,
+        "device": str(device),
+        "torch": torch.__version__,
+    }

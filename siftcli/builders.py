@@ -1,20 +1,28 @@
-"""Turn a validated recipe into plain objects: model, data, collate function, loss, metric.
+"""Turn a validated recipe into objects: the workload (model, data, collate, loss), the device, the
+optimizer, the engine's :class:`SiftConfig` and the training loader.
 
-This is the only place that reads the recipe; everything downstream takes plain values.
+This is the one place recipe fields become engine arguments; the loop reads only run settings
+(epochs, optim, eval, precision) from the recipe itself, and the engine never sees it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader, Sampler
 
 from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
+from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import HFLoss, PerSampleLoss
+from siftcli.sift.sifter import SiftConfig
+from siftcli.tasks import TASKS
 
 
 @dataclass
@@ -31,6 +39,7 @@ class Workload:
     label_names: list[str] | None = None
     pad_values: dict[str, float] = field(default_factory=dict)
     padding_side: str = "right"
+    noisy: torch.Tensor | None = None  # bool per training sample: label flipped by data.label_noise
 
     @property
     def higher_is_better(self) -> bool:
@@ -118,7 +127,7 @@ def build_workload(recipe: Recipe) -> Workload:
     num_labels = len(splits.label_names) if splits.label_names else None
     pad_values: dict[str, float] = {}
     padding_side = "right"
-    if recipe.task == "image-classification":
+    if TASKS[recipe.task].inputs == "image":
         processor = load_image_processor(m.tokenizer or (None if m.source.startswith("config:") else m.source))
         col = splits.input_column
         train_rows = [{col: r[col], "labels": r["label"]} for r in splits.train]
@@ -135,21 +144,39 @@ def build_workload(recipe: Recipe) -> Workload:
         eval_rows = _tokenize(splits.eval, tokenizer, recipe, splits.input_column)
         if m.source.startswith("config:") and "vocab_size" not in m.config_overrides:
             m = m.model_copy(update={"config_overrides": {**m.config_overrides, "vocab_size": len(tokenizer)}})
-        label_dtype = torch.float32 if recipe.task == "regression" else torch.long
+        label_dtype = torch.float32 if TASKS[recipe.task].labels == "float" else torch.long
         collate = PadCollator(pad_values["input_ids"], padding_side, label_dtype)
+    noisy = _flip_labels(train_rows, len(splits.label_names or []), recipe.data.label_noise, recipe.seed)
     model = build_model(
         recipe.task, m.source, num_labels=num_labels, from_scratch=m.from_scratch,
         config_overrides=m.config_overrides, revision=m.revision, label_names=splits.label_names,
     )
-    if recipe.task == "causal-lm" and getattr(model.config, "pad_token_id", None) is None:
+    if TASKS[recipe.task].labels == "tokens" and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_values.get("input_ids", 0)
-    kind = {"causal-lm": "causal_lm", "regression": "mse"}.get(recipe.task, "cross_entropy")
-    loss_fn = import_loss(recipe.loss) if ":" in recipe.loss else HFLoss("bce" if recipe.loss == "bce" else kind)
+    loss_fn = import_loss(recipe.loss) if ":" in recipe.loss else HFLoss(TASKS[recipe.task].loss_kind(recipe.loss))
     return Workload(
         task=recipe.task, model=model, train_data=train_rows, eval_data=eval_rows, collate=collate,
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
-        pad_values=pad_values, padding_side=padding_side,
+        pad_values=pad_values, padding_side=padding_side, noisy=noisy,
     )
+
+
+def _flip_labels(rows: list[dict[str, Any]], n_classes: int, fraction: float, seed: int) -> torch.Tensor | None:
+    """Flip ``fraction`` of the training labels to another class, seeded; returns which were flipped.
+
+    For benchmarks of the label-noise regime: evaluation data is never touched.
+    """
+    if not fraction or n_classes < 2:
+        return None
+    g = torch.Generator().manual_seed(10_007 + seed)
+    n = len(rows)
+    chosen = torch.randperm(n, generator=g)[: int(round(fraction * n))]
+    shift = torch.randint(1, n_classes, (chosen.numel(),), generator=g)
+    for i, k in zip(chosen.tolist(), shift.tolist()):
+        rows[i]["labels"] = (rows[i]["labels"] + k) % n_classes
+    noisy = torch.zeros(n, dtype=torch.bool)
+    noisy[chosen] = True
+    return noisy
 
 
 def _tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[dict[str, Any]]:
@@ -161,9 +188,92 @@ def _tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[dict
     enc = tokenizer(texts, pairs, truncation=True, max_length=recipe.max_length)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
     rows = []
-    labels = None if recipe.task == "causal-lm" else list(ds["label"])
+    labels = None if TASKS[recipe.task].labels == "tokens" else list(ds["label"])
     for i in range(len(texts)):
         row = {k: enc[k][i] for k in keys}
         row["labels"] = list(enc["input_ids"][i]) if labels is None else labels[i]
         rows.append(row)
     return rows
+
+
+# -- run objects: device, optimizer, sifting config, training loader ----------------------------
+
+def resolve_device(device: str, precision: str) -> torch.device:
+    """``auto`` picks CUDA when present; asking for what is missing is a user error."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SiftcliError("device: cuda was asked for but no CUDA GPU is available; use device: auto or cpu")
+    if precision == "bf16" and device == "cuda" and not torch.cuda.is_bf16_supported():
+        raise SiftcliError("precision: bf16 is not supported on this GPU; use fp16 or fp32")
+    if precision == "fp16" and device == "cpu":
+        raise SiftcliError("precision: fp16 needs a CUDA GPU; use bf16 or fp32 on a CPU")
+    return torch.device(device)
+
+
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW, fused where this torch build supports it: on short-sequence fine-tunes the optimizer
+    step can be 40% of training time, and the fused kernel cuts it on CPU and GPU alike."""
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if p.requires_grad:
+            (no_decay if p.ndim < 2 or "norm" in name.lower() or name.endswith(".bias") else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    try:
+        return torch.optim.AdamW(groups, lr=lr, fused=True)
+    except (RuntimeError, TypeError, ValueError):  # older torch, or a device without the fused kernel
+        return torch.optim.AdamW(groups, lr=lr)
+
+
+_SIFT_FIELDS = {f.name for f in dataclasses.fields(SiftConfig)}
+
+
+def sift_config(recipe: Recipe, n_train: int, **changes: Any) -> SiftConfig:
+    """The recipe's ``sift`` section as the engine's :class:`SiftConfig` (same field names, copied by
+    name); a delay fraction becomes raw batches; ``changes`` override (e.g. ``mode="random"``)."""
+    s = recipe.sift
+    values = {k: v for k, v in s.model_dump().items() if k in _SIFT_FIELDS}
+    values["seed"] = recipe.seed
+    if s.sift_delay_fraction is not None:
+        batches_per_epoch = math.ceil(n_train / recipe.batch_size)
+        span = batches_per_epoch if s.repeat_delay_per_epoch else batches_per_epoch * recipe.epochs
+        values["sift_delay"] = int(round(s.sift_delay_fraction * span))
+    values.update(changes)
+    return SiftConfig(**values)
+
+
+class SeededSampler(Sampler[int]):
+    """Shuffles with ``seed + epoch`` so every arm and every resume sees the same order."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[int]:
+        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+        return iter(torch.randperm(self.n, generator=g).tolist())
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | None, model: torch.nn.Module,
+                       device: torch.device, reference_losses: torch.Tensor | None = None) -> SiftingDataLoader:
+    """The loop's one loader type: a :class:`SiftingDataLoader`; the baseline's keeps everything (mode ``all``)."""
+    from siftcli.sift.precision import scoring_precision
+
+    raw = DataLoader(
+        workload.train_data, batch_size=recipe.batch_size, sampler=SeededSampler(len(workload.train_data), recipe.seed),
+        collate_fn=workload.collate, num_workers=recipe.num_workers, pin_memory=device.type == "cuda",
+        # its own generator: creating an iterator must not draw from the global RNG, or a
+        # resumed run's dropout masks would differ from an uninterrupted run's
+        generator=torch.Generator().manual_seed(recipe.seed),
+    )
+    config = sift or SiftConfig(mode="all", seed=recipe.seed)
+    return SiftingDataLoader(
+        raw, model, workload.loss_fn, config, batch_size=recipe.batch_size, device=device,
+        precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
+        padding_side=workload.padding_side, reference_losses=reference_losses if config.score == "reducible" else None,
+    )

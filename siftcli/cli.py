@@ -141,9 +141,11 @@ def compare(
     output: OutputOpt = None,
     seeds: Annotated[int, typer.Option("--seeds", help="Repeat both arms over this many seeds.")] = 1,
     equal_time: Annotated[bool, typer.Option("--equal-time", help="Also train a baseline sized to the sifted run's time.")] = False,
+    random_keep: Annotated[bool, typer.Option(
+        "--random-keep", help="Also train a control that keeps the sifted run's fraction at random (the value of selection).")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Baseline and sifted fine-tunes of one recipe, then what sifting bought."""
+    """Baseline and sifted fine-tunes of one recipe, then what sifting bought against the honest opponents."""
     from siftcli.errors import SiftcliError
     from siftcli.report import compare_view
     from siftcli.runner import compare_run_dirs, run_compare
@@ -156,7 +158,8 @@ def compare(
         raise SiftcliError(f"compare takes a recipe or two run folders, got {len(targets)} arguments")
     cfg = _load(targets[0] if targets else None, set_)
     with _Progress(not quiet) as progress:
-        run_dir, result = run_compare(cfg, output=output, seeds=seeds, equal_time=equal_time, on_event=progress)
+        run_dir, result = run_compare(cfg, output=output, seeds=seeds, equal_time=equal_time, random_keep=random_keep,
+                                     on_event=progress)
     console.print(compare_view(result, str(run_dir)))
 
 

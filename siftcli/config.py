@@ -16,8 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from siftcli.errors import SiftcliError
-
-Task = Literal["text-classification", "regression", "causal-lm", "image-classification"]
+from siftcli.tasks import TASKS, TaskName
 
 
 class _Strict(BaseModel):
@@ -52,6 +51,7 @@ class DataSpec(_Strict):
     column_names: list[str] | None = None  # for csv/tsv files without a header row
     max_train_samples: int | None = Field(default=None, ge=1)
     max_eval_samples: int | None = Field(default=None, ge=1)
+    label_noise: float = Field(default=0.0, ge=0, lt=1, description="fraction of training labels flipped (seeded; for benchmarks)")
 
 
 class OptimSpec(_Strict):
@@ -72,8 +72,20 @@ class EvalSpec(_Strict):
     target_drop: float = Field(default=0.5, ge=0, description="time-to-accuracy target: baseline final minus this many points")
 
 
+class ReferenceSpec(_Strict):
+    """The reference models behind ``sift.score: reducible``, trained cross-fitted.
+
+    The training set is split in two; a reference is trained on each half and scores the other, so
+    no sample is scored by a model that trained on it. Its wall-clock is charged to the sifted run.
+    """
+
+    epochs: float = Field(default=1.0, gt=0, description="epochs over its half (short: it must not memorise noise)")
+    lr: float | None = Field(default=None, gt=0, description="default: optim.lr")
+    config_overrides: dict[str, Any] = Field(default_factory=dict, description="a smaller reference, for config: models")
+
+
 class SiftSpec(_Strict):
-    """Same meanings as SageMaker smart sifting's ``RelativeProbabilisticSiftConfig``."""
+    """Same meanings as SageMaker smart sifting's ``RelativeProbabilisticSiftConfig``, plus the rules siftcli adds."""
 
     enabled: bool = True
     beta: float = Field(default=1.0, gt=0)
@@ -81,7 +93,10 @@ class SiftSpec(_Strict):
     sift_delay: int = Field(default=0, ge=0)
     sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
     repeat_delay_per_epoch: bool = False
-    mode: Literal["probabilistic", "calibrated"] = "probabilistic"
+    mode: Literal["probabilistic", "calibrated", "random"] = "probabilistic"
+    score: Literal["loss", "reducible"] = "loss"
+    keep_fraction: float | None = Field(default=None, gt=0, le=1, description="calibrated/random: kept fraction instead of 1/(1+beta)")
+    reference: ReferenceSpec = Field(default_factory=ReferenceSpec)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 
     @field_validator("beta")
@@ -102,7 +117,7 @@ class Recipe(_Strict):
     """One fine-tune, fully described. Classes downstream receive plain values, never this object."""
 
     name: str = "run"
-    task: Task = "text-classification"
+    task: TaskName = "text-classification"
     model: ModelSpec = Field(default_factory=ModelSpec)
     data: DataSpec = Field(default_factory=DataSpec)
     loss: str = "auto"
@@ -110,6 +125,7 @@ class Recipe(_Strict):
     max_length: int = Field(default=128, ge=1)
     batch_size: int = Field(default=32, ge=1)
     epochs: float = Field(default=3, gt=0)
+    max_steps: int | None = Field(default=None, ge=1, description="end (fully decayed) at this optimizer step")
     optim: OptimSpec = Field(default_factory=OptimSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     sift: SiftSpec = Field(default_factory=SiftSpec)
@@ -123,22 +139,14 @@ class Recipe(_Strict):
 
     @model_validator(mode="after")
     def _cross_field(self) -> Recipe:
-        loss_ok = {
-            "text-classification": {"auto", "cross_entropy", "bce"},
-            "image-classification": {"auto", "cross_entropy"},
-            "regression": {"auto", "mse"},
-            "causal-lm": {"auto", "causal_lm"},
-        }[self.task]
-        if ":" not in self.loss and self.loss not in loss_ok:
-            raise ValueError(f"loss {self.loss!r} does not fit task {self.task!r}; expected one of {sorted(loss_ok)} or module:function")
-        metric_ok = {
-            "text-classification": {"auto", "accuracy"},
-            "image-classification": {"auto", "accuracy"},
-            "regression": {"auto", "mse"},
-            "causal-lm": {"auto", "perplexity"},
-        }[self.task]
-        if self.metric not in metric_ok:
-            raise ValueError(f"metric {self.metric!r} does not fit task {self.task!r}; expected one of {sorted(metric_ok)}")
+        task = TASKS[self.task]
+        if ":" not in self.loss and self.loss != "auto" and self.loss not in task.losses:
+            expected = sorted({"auto", *task.losses})
+            raise ValueError(f"loss {self.loss!r} does not fit task {self.task!r}; expected one of {expected} or module:function")
+        if self.metric not in ("auto", task.metric):
+            raise ValueError(f"metric {self.metric!r} does not fit task {self.task!r}; expected one of {sorted({'auto', task.metric})}")
+        if self.data.label_noise and task.labels != "class":
+            raise ValueError(f"data.label_noise flips class labels; task {self.task!r} has none")
         if self.precision == "fp16" and self.device == "cpu":
             raise ValueError("precision fp16 needs device cuda; use bf16 or fp32 on a CPU")
         if self.sift.precision == "fp16" and self.device == "cpu":
@@ -147,9 +155,7 @@ class Recipe(_Strict):
 
     @property
     def resolved_metric(self) -> str:
-        if self.metric != "auto":
-            return self.metric
-        return {"regression": "mse", "causal-lm": "perplexity"}.get(self.task, "accuracy")
+        return TASKS[self.task].metric_of(self.metric)
 
 
 # -- loading --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from siftcli.errors import SiftcliError
+from siftcli.tasks import TASKS
 
 BUILTIN_DATA = ("builtin:vader-words",)
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
@@ -102,8 +103,9 @@ def load_splits(
             parts = train.train_test_split(test_size=eval_fraction, seed=seed)
             train, evald = parts["train"], parts["test"]
 
-    input_column = image_column if task == "image-classification" else text_column
-    needed = [input_column] + ([text_pair_column] if text_pair_column else []) + ([] if task == "causal-lm" else [label_column])
+    kind = TASKS[task]
+    input_column = image_column if kind.inputs == "image" else text_column
+    needed = [input_column] + ([text_pair_column] if text_pair_column else []) + ([] if kind.labels == "tokens" else [label_column])
     for name, ds in (("train", train), ("eval", evald)):
         missing = [c for c in needed if c not in ds.column_names]
         if missing:
@@ -121,9 +123,9 @@ def load_splits(
         raise SiftcliError(f"data: the evaluation data from {source!r} is empty after filtering")
 
     names: list[str] | None = None
-    if task in ("text-classification", "image-classification"):
+    if kind.labels == "class":
         train, evald, names = _map_labels(train, evald, label_column, label_names)
-    elif task == "regression":
+    elif kind.labels == "float":
         train, evald = (_float_labels(d, label_column) for d in (train, evald))
     return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column)
 

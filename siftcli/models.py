@@ -8,13 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from siftcli.errors import SiftcliError
-
-AUTO_CLASSES = {
-    "text-classification": "AutoModelForSequenceClassification",
-    "regression": "AutoModelForSequenceClassification",
-    "causal-lm": "AutoModelForCausalLM",
-    "image-classification": "AutoModelForImageClassification",
-}
+from siftcli.tasks import TASKS
 
 
 def resolve_source(source: str, key: str = "model.source") -> str:
@@ -90,14 +84,15 @@ def build_model(
 
     transformers.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    auto = getattr(transformers, AUTO_CLASSES[task])
+    kind = TASKS[task]
+    auto = getattr(transformers, kind.auto_class)
     extra: dict[str, Any] = dict(config_overrides or {})
-    if task in ("text-classification", "image-classification") and num_labels:
+    if kind.labels == "class" and num_labels:
         extra["num_labels"] = num_labels
         if label_names:
             extra["id2label"] = dict(enumerate(label_names))
             extra["label2id"] = {n: i for i, n in enumerate(label_names)}
-    if task == "regression":
+    if kind.labels == "float":
         extra["num_labels"] = 1
         extra["problem_type"] = "regression"
     if source.startswith("config:"):

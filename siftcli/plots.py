@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4"}
+COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4", "random-keep": "#2ca02c"}
 
 
 def write_plots(run_dir: Path, runs: list[dict[str, Any]]) -> list[Path]:

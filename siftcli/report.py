@@ -48,7 +48,7 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     pair = result["pairs"][0] if len(result["pairs"]) == 1 else None
     runs = result["runs"][0]
     metric = runs["baseline"]["metric"]
-    arms = [a for a in ("baseline", "sifted", "equal-time") if a in runs]
+    arms = [a for a in ("baseline", "sifted", "equal-time", "random-keep") if a in runs]
     seed = result["pairs"][0].get("seed")
     t = Table(title="siftcli compare" + (f" (seed {seed})" if pair else f" (seed {seed}; {len(result['pairs'])} seeds)"))
     t.add_column("")
@@ -67,6 +67,11 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else _pct(1.0))
     row(f"final eval {metric}", lambda r: _f((r.get("final") or {}).get(metric), "{:.4f}"))
     row("final eval loss", lambda r: _f((r.get("final") or {}).get("loss"), "{:.4f}"))
+    if any(runs[a].get("label_noise") for a in arms):
+        row("flipped labels among kept (after delay)", lambda r: _pct((r.get("label_noise") or {}).get("kept_share_after_delay")
+                                                                        or (r.get("label_noise") or {}).get("kept_share")))
+    if any((runs[a].get("phases") or {}).get("reference") for a in arms):
+        row("reference models (s, on the clock)", lambda r: _f((r.get("phases") or {}).get("reference"), "{:.1f}"))
     first = result["pairs"][0]
     unit = " pts" if metric == "accuracy" else ""
     s = Table(title="what sifting bought", show_header=False)
@@ -83,6 +88,9 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     s.add_row("scoring cost s; predicted ratio s + a", cost)
     if "equal_time_metric" in first:
         s.add_row(f"equal-time baseline {metric}", _f(first.get("equal_time_metric"), "{:.4f}"))
+        s.add_row("value of the trade (sifted − equal-time)", _f(first.get("sifted_minus_equal_time"), "{:+.2f}") + unit)
+    if "random_keep_metric" in first:
+        s.add_row("value of selection (sifted − random-keep)", _f(first.get("sifted_minus_random"), "{:+.2f}") + unit)
     parts: list[Any] = [t, s]
     summary = result.get("seeds_summary")
     if summary:
@@ -92,10 +100,10 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
         st.add_column("per seed", justify="right")
         for key, label in (("time_to_target_ratio", "time-to-target ratio"), ("equal_epoch_ratio", "equal-epoch ratio"),
                            ("metric_delta", f"{metric} delta"), ("achieved_keep", "achieved keep"),
-                           ("sifted_minus_equal_time", "sifted − equal-time")):
+                           ("sifted_minus_equal_time", "sifted − equal-time"), ("sifted_minus_random", "sifted − random-keep")):
             if key in summary:
                 v = summary[key]
-                noise = " (within noise)" if v.get("within_noise") else ""
+                noise = " (within noise)" if v.get("within_noise") else " (> 2 SE)" if v.get("beats") else ""
                 st.add_row(label, f"{v['mean']:+.3f} ± {v['std']:.3f}{noise}", ", ".join(f"{x:.3f}" for x in v["values"]))
         parts.append(st)
     if result.get("pilot_warning"):

@@ -67,18 +67,29 @@ def read_json(path: Path) -> Any:
 
 
 class JsonlLog:
-    """Append-only JSON-lines log, flushed per line so an interrupted run keeps every line it wrote."""
+    """Append-only JSON-lines log, flushed per line so an interrupted run keeps every line it wrote.
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._fh = self.path.open("a", encoding="utf-8")
+    A context manager, closed on every exit; with ``path=None`` it writes nothing (runs without a folder).
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._fh = self.path.open("a", encoding="utf-8") if self.path is not None else None
 
     def write(self, record: dict[str, Any]) -> None:
-        self._fh.write(json.dumps(_clean(record)) + "\n")
-        self._fh.flush()
+        if self._fh is not None:
+            self._fh.write(json.dumps(_clean(record)) + "\n")
+            self._fh.flush()
 
     def close(self) -> None:
-        self._fh.close()
+        if self._fh is not None:
+            self._fh.close()
+
+    def __enter__(self) -> JsonlLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs", suffix: str = "") -> Path:

@@ -1,6 +1,7 @@
-"""Plain functions behind the CLI: one run, a baseline-vs-sifted comparison, a beta sweep.
+"""Plain functions behind the CLI: one run, a comparison against honest opponents, a beta sweep.
 
 They work without the CLI (import and call them) and write everything under a run folder.
+``prepare`` and ``run_arm`` are public so scripts build other experiments from the same pieces.
 """
 
 from __future__ import annotations
@@ -17,44 +18,12 @@ from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.runio import atomic_write_json, atomic_write_text, ensure_writable, make_run_dir, read_json
 
 Event = Callable[[str, dict[str, Any]], None]
+ARMS = ("baseline", "sifted", "equal-time", "random-keep")
 
 
-def settings_from_recipe(recipe: Recipe, **changes: Any) -> Any:
-    from siftcli.train import TrainSettings
-
-    o, e = recipe.optim, recipe.eval
-    settings = TrainSettings(
-        epochs=recipe.epochs, batch_size=recipe.batch_size, lr=o.lr, weight_decay=o.weight_decay,
-        warmup_fraction=o.warmup_fraction, schedule=o.schedule, grad_clip=o.grad_clip, seed=recipe.seed,
-        device=recipe.device, precision=recipe.precision, compile=recipe.compile,
-        eval_every_steps=e.every_steps, eval_every_seconds=e.every_seconds, eval_per_epoch=e.per_epoch,
-        eval_batch_size=e.batch_size, log_every_steps=recipe.log_every_steps,
-        checkpoint_every_steps=recipe.checkpoint_every_steps, num_workers=recipe.num_workers,
-    )
-    for key, value in changes.items():
-        setattr(settings, key, value)
-    return settings
-
-
-def sift_from_recipe(recipe: Recipe, n_train: int, seed: int | None = None) -> Any:
-    """The recipe's sift block as a :class:`SiftConfig`; a delay fraction becomes raw batches."""
-    from siftcli.sift.sifter import SiftConfig
-
-    s = recipe.sift
-    delay = s.sift_delay
-    if s.sift_delay_fraction is not None:
-        batches_per_epoch = math.ceil(n_train / recipe.batch_size)
-        span = batches_per_epoch if s.repeat_delay_per_epoch else batches_per_epoch * recipe.epochs
-        delay = int(round(s.sift_delay_fraction * span))
-    return SiftConfig(
-        beta=s.beta, loss_history_length=s.loss_history_length, sift_delay=delay,
-        repeat_delay_per_epoch=s.repeat_delay_per_epoch, mode=s.mode, seed=recipe.seed if seed is None else seed,
-    )
-
-
-def _preflight(recipe: Recipe) -> None:
+def preflight(recipe: Recipe) -> None:
     """Fail on the device before loading anything or creating a run folder."""
-    from siftcli.train import resolve_device
+    from siftcli.builders import resolve_device
 
     device = resolve_device(recipe.device, recipe.precision)
     if recipe.sift.enabled and recipe.sift.precision != "auto":
@@ -64,38 +33,45 @@ def _preflight(recipe: Recipe) -> None:
             raise SiftcliError(f"sift.{exc}") from None
 
 
-def _write_recipe(run_dir: Path, recipe: Recipe) -> None:
-    atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
-
-
-def _prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path, dict[str, Any]]:
+def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path, dict[str, Any]]:
     """Device check, workload, then the run folder (so bad input leaves none), and the initial weights."""
     from siftcli.builders import build_workload
 
-    _preflight(recipe)
+    preflight(recipe)
     workload = build_workload(recipe)
     run_dir = make_run_dir(output, recipe.name, suffix=suffix)
-    _write_recipe(run_dir, recipe)
+    atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
     return workload, run_dir, copy.deepcopy(workload.model.state_dict())
 
 
-def _run_arm(workload: Any, initial: dict[str, Any], recipe: Recipe, arm_dir: Path, arm: str, sift_cfg: Any,
-             on_event: Event | None, **changes: Any) -> dict[str, Any]:
-    """One arm of a comparison or sweep, starting from the shared initial weights."""
+def run_arm(workload: Any, initial: dict[str, Any], recipe: Recipe, arm_dir: Path, arm: str, *, sift: bool = False,
+            on_event: Event | None = None, **sift_changes: Any) -> dict[str, Any]:
+    """One arm from the shared initial weights: the recipe's baseline, or (``sift=True``) its sifted run.
+
+    ``sift_changes`` override the engine config (e.g. ``mode="random", keep_fraction=0.4``). A recipe
+    with ``sift.score: reducible`` first trains its cross-fitted reference, on this arm's clock.
+    """
+    from siftcli.builders import sift_config
     from siftcli.train import train
 
-    workload.model.load_state_dict(initial)
     ensure_writable(arm_dir)
     if on_event is not None:
         on_event("arm", {"arm": arm_dir.name, "seed": recipe.seed})
-    return train(workload, settings_from_recipe(recipe, **changes), sift_cfg, sift_precision=recipe.sift.precision,
-                 run_dir=arm_dir, arm=arm, on_event=on_event)
+    cfg = sift_config(recipe, len(workload.train_data), **sift_changes) if sift else None
+    reference = None
+    if cfg is not None and cfg.score == "reducible":
+        from siftcli.reference import cross_fitted_reference
+
+        reference, ref_runs = cross_fitted_reference(workload, recipe, initial)
+        atomic_write_json(arm_dir / "reference.json", {"seconds": reference.seconds, "runs": [_brief(m) for m in ref_runs]})
+    workload.model.load_state_dict(initial)
+    return train(workload, recipe, cfg, reference=reference, run_dir=arm_dir, arm=arm, on_event=on_event)
 
 
 def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
               resume: str | None = None, workload: Any = None) -> tuple[Path, dict[str, Any]]:
     """One fine-tune, sifted when the recipe (or ``sift``) says so."""
-    from siftcli.builders import build_workload
+    from siftcli.builders import build_workload, sift_config
     from siftcli.train import train
 
     if resume:
@@ -104,20 +80,23 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
             raise SiftcliError(f"--resume {resume}: folder not found")
         ensure_writable(run_dir)
     use_sift = recipe.sift.enabled if sift is None else sift
-    _preflight(recipe)
+    preflight(recipe)
     workload = workload or build_workload(recipe)  # before the run folder: bad data leaves no empty folder
     if not resume:
         run_dir = make_run_dir(output, recipe.name)
-        _write_recipe(run_dir, recipe)
+        atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
     if use_sift and not resume and on_event is not None:
         warning = pilot_check(recipe, workload)
         if warning:
             on_event("warning", {"message": warning})
-    sift_cfg = sift_from_recipe(recipe, len(workload.train_data)) if use_sift else None
-    metrics = train(
-        workload, settings_from_recipe(recipe), sift_cfg, sift_precision=recipe.sift.precision, run_dir=run_dir,
-        arm="sifted" if use_sift else "baseline", on_event=on_event, resume=bool(resume),
-    )
+    arm = "sifted" if use_sift else "baseline"
+    if use_sift and recipe.sift.score == "reducible":
+        if resume:
+            raise SiftcliError(f"--resume {resume}: runs with sift.score reducible cannot resume yet; start the run again")
+        metrics = run_arm(workload, copy.deepcopy(workload.model.state_dict()), recipe, run_dir, arm, sift=True, on_event=on_event)
+    else:
+        cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
+        metrics = train(workload, recipe, cfg, run_dir=run_dir, arm=arm, on_event=on_event, resume=bool(resume))
     _maybe_plot(run_dir, [metrics])
     return run_dir, metrics
 
@@ -131,35 +110,50 @@ def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
         return []
 
 
+def equal_time_steps(baseline: dict[str, Any], sifted: dict[str, Any]) -> int:
+    """Steps a baseline can take in the sifted run's training wall-clock (reference cost included)."""
+    per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
+    return max(1, int(round(sifted["train_seconds"] / per_step)))
+
+
+def random_keep_fraction(sifted: dict[str, Any]) -> float:
+    """The kept fraction the random-keep control copies: what the sifted run achieved after its delay."""
+    keep = sifted.get("keep") or {}
+    value = keep.get("achieved_after_delay")
+    return float(value) if value is not None and 0 < value <= 1 else float(keep.get("target") or 1.0)
+
+
 def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, equal_time: bool = False,
-                on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Baseline and sifted fine-tunes of one recipe: same seed, data order, hyperparameters and initial weights."""
+                random_keep: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
+    """Baseline and sifted runs of one recipe (same seed, data order, hyperparameters and initial weights),
+    and optionally the honest opponents: an equal-time baseline and a random-keep control."""
     if seeds < 1:
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
     pairs: list[dict[str, Any]] = []
     all_runs: list[dict[str, dict[str, Any]]] = []
-    workload, run_dir, initial = _prepare(recipe, output, "-compare")
+    workload, run_dir, initial = prepare(recipe, output, "-compare")
     warning = pilot_check(recipe, workload) if pilot else None
     if warning and on_event is not None:
         on_event("warning", {"message": warning})
-
-    def run_arm(arm: str, seed_recipe: Recipe, sift_cfg: Any = None, **changes: Any) -> dict[str, Any]:
-        arm_dir = run_dir / (f"seed{seed_recipe.seed}" if seeds > 1 else "") / arm
-        return _run_arm(workload, initial, seed_recipe, arm_dir, arm, sift_cfg, on_event, **changes)
-
     try:
         for i in range(seeds):
-            seed_recipe = recipe.model_copy(update={"seed": recipe.seed + i})
+            r = recipe.model_copy(update={"seed": recipe.seed + i})
+            folder = run_dir / (f"seed{r.seed}" if seeds > 1 else "")
             arms: dict[str, dict[str, Any]] = {}
             all_runs.append(arms)
-            arms["baseline"] = run_arm("baseline", seed_recipe)
-            arms["sifted"] = run_arm("sifted", seed_recipe, sift_from_recipe(seed_recipe, len(workload.train_data)))
+            arms["baseline"] = run_arm(workload, initial, r, folder / "baseline", "baseline", on_event=on_event)
+            arms["sifted"] = run_arm(workload, initial, r, folder / "sifted", "sifted", sift=True, on_event=on_event)
             if equal_time:  # a baseline sized to the sifted run's wall-clock, schedule fully decayed
-                per_step = arms["baseline"]["train_seconds"] / max(1, arms["baseline"]["optimizer_steps"])
-                budget = max(1, int(round(arms["sifted"]["train_seconds"] / per_step)))
-                arms["equal-time"] = run_arm("equal-time", seed_recipe, max_steps=budget)
-            pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"))
-            pair["seed"] = seed_recipe.seed
+                steps = equal_time_steps(arms["baseline"], arms["sifted"])
+                arms["equal-time"] = run_arm(workload, initial, r.model_copy(update={"max_steps": steps}), folder / "equal-time",
+                                             "equal-time", on_event=on_event)
+            if random_keep:  # same kept fraction after the same delay, chosen uniformly: no selection
+                arms["random-keep"] = run_arm(workload, initial, r, folder / "random-keep", "random-keep", sift=True,
+                                              on_event=on_event, mode="random", score="loss",
+                                              keep_fraction=random_keep_fraction(arms["sifted"]))
+            pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"),
+                                arms.get("random-keep"))
+            pair["seed"] = r.seed
             pairs.append(pair)
     except RunInterrupted:
         finished = [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs]
@@ -175,8 +169,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, eq
         "pilot_warning": warning,
         "verdict": verdict(pairs[0] if seeds == 1 else _mean_pair(pairs), all_runs[0]["sifted"]["sift"], summary),
     }
-    plot_runs = [all_runs[0]["baseline"], all_runs[0]["sifted"]] + ([all_runs[0]["equal-time"]] if equal_time else [])
-    result["plots"] = _maybe_plot(run_dir, plot_runs)
+    result["plots"] = _maybe_plot(run_dir, [all_runs[0][a] for a in ARMS if a in all_runs[0]])
     atomic_write_json(run_dir / "compare.json", result)
     return run_dir, result
 
@@ -226,9 +219,9 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
 
     import torch
 
+    from siftcli.builders import make_optimizer, resolve_device
     from siftcli.sift.algorithm import target_keep_fraction
-    from siftcli.sift.loader import scoring_precision
-    from siftcli.train import autocast, make_optimizer, resolve_device
+    from siftcli.sift.precision import autocast, scoring_precision
 
     if not recipe.sift.enabled:
         return None
@@ -258,7 +251,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
             train_t.append(t1 - t0)
             score_t.append(t2 - t1)
     s = sorted(score_t)[len(score_t) // 2] / sorted(train_t)[len(train_t) // 2]
-    a = target_keep_fraction(recipe.sift.beta)
+    a = recipe.sift.keep_fraction or target_keep_fraction(recipe.sift.beta)
     if s + a >= 1.0:
         return (f"pilot: scoring costs {s:.2f} of a training step and beta {recipe.sift.beta} keeps {a:.2f}, "
                 f"so s + a = {s + a:.2f} >= 1: sifting cannot save time here; raise sift.beta or set sift.precision: bf16")
@@ -270,20 +263,12 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
     """Baseline once, then one sifted run per beta; ranked by the accuracy-vs-time trade-off."""
     if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
         raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
-    workload, run_dir, initial = _prepare(recipe, output, "-sweep")
-
-    def one(name: str, beta: float | None) -> dict[str, Any]:
-        cfg = None
-        if beta is not None:
-            cfg = sift_from_recipe(recipe.model_copy(update={"sift": recipe.sift.model_copy(update={"beta": beta})}),
-                                   len(workload.train_data))
-        return _run_arm(workload, initial, recipe, run_dir / name, "sifted" if beta else "baseline", cfg, on_event)
-
+    workload, run_dir, initial = prepare(recipe, output, "-sweep")
     rows: list[dict[str, Any]] = []
     try:
-        baseline = one("baseline", None)
+        baseline = run_arm(workload, initial, recipe, run_dir / "baseline", "baseline", on_event=on_event)
         for beta in betas:
-            run = one(f"beta-{beta:g}", beta)
+            run = run_arm(workload, initial, recipe, run_dir / f"beta-{beta:g}", "sifted", sift=True, on_event=on_event, beta=beta)
             pair = compare_pair(baseline, run, recipe.eval.target_drop)
             rows.append({"beta": beta, **pair, "train_seconds": run["train_seconds"], "final": run["final"]})
     except RunInterrupted:

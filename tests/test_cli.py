@@ -81,10 +81,24 @@ def test_sweep_beta_ranks_and_marks_best(tiny_recipe, tmp_path: Path) -> None:
     result = runner.invoke(app, ["sweep-beta", str(tiny_recipe(epochs=1)), "--betas", "0.5,2", "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     data = json.loads((out / "sweep.json").read_text())
-    assert sorted(r["beta"] for r in data["rows"]) == [0.5, 2.0]
-    achieved = {r["beta"]: r["achieved_keep"] for r in data["rows"]}
+    rows = data["rows"]
+    assert sorted(r["beta"] for r in rows) == [0.5, 2.0]
+    achieved = {r["beta"]: r["achieved_keep"] for r in rows}
     assert achieved[0.5] > achieved[2.0]
-    assert data["advice"] in result.output.replace("\n", " ") or data["advice"][:30] in result.output
+
+    def qualifies(r: dict) -> bool:  # within the tolerance and reached the target
+        return r["metric_delta"] is not None and r["metric_delta"] >= -r["target_drop"] and r["time_to_target_ratio"] is not None
+
+    order = [(0 if qualifies(r) else 1, r["time_to_target_ratio"] if qualifies(r) else 0) for r in rows]
+    assert order[0] <= order[1], "qualifying betas first, fastest to the target first"
+    starred = [line for line in result.output.splitlines() if "★" in line]
+    if any(qualifies(r) for r in rows):
+        assert data["best_beta"] == rows[0]["beta"]
+        assert len(starred) == 1 and starred[0].split("│")[1].strip() == f"{rows[0]['beta']:g}"
+        assert f"beta {rows[0]['beta']:g} reached the target" in data["advice"]
+    else:
+        assert data["best_beta"] is None and not starred and "sifting does not pay" in data["advice"]
+    assert data["advice"][:30] in result.output
 
 
 def test_set_overrides_and_are_stored(tiny_recipe, tmp_path: Path) -> None:

@@ -148,15 +148,18 @@ def test_wrong_loss_shape_is_reported() -> None:
 
 
 def test_decisions_come_from_the_seeded_generator_not_global_state() -> None:
-    def run(global_seed: int) -> list[int]:
-        torch.manual_seed(global_seed)
-        loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2).requires_grad_(False), cross_entropy_loss,
-                                   SiftConfig(seed=5))
-        torch.manual_seed(0)
-        loader.model.load_state_dict({"weight": torch.ones(2, 4), "bias": torch.zeros(2)})
-        return [int(x.sum() * 1000) for b in loader for x in [b[0]]]
+    def masks(global_seed: int, sift_seed: int = 5) -> list[list[bool]]:
+        model = torch.nn.Linear(4, 2).requires_grad_(False)
+        model.load_state_dict({"weight": torch.ones(2, 4), "bias": torch.zeros(2)})
+        loader = SiftingDataLoader(_tuple_loader(), model, cross_entropy_loss, SiftConfig(seed=sift_seed))
+        seen: list[list[bool]] = []
+        loader.add_batch_hook(lambda d: seen.append(d.mask.tolist()))
+        torch.manual_seed(global_seed)  # right before the decisions: only the global state differs
+        list(loader)
+        return seen
 
-    assert run(1) == run(2)
+    assert masks(1) == masks(2)  # global randomness does not reach the decisions
+    assert masks(1) != masks(1, sift_seed=6)  # the config's seed does
 
 
 @pytest.mark.parametrize("out_batch,stop", [(None, 4), (3, 5), (3, 6)])
@@ -209,22 +212,3 @@ def test_packed_batches_carry_no_padding_column_nobody_needs() -> None:
     left = {"input_ids": torch.tensor([[0, 0, 0, 5], [0, 0, 6, 7]]), "attention_mask": torch.tensor([[0, 0, 0, 1], [0, 0, 1, 1]])}
     trimmed = batching.trim_padding(left, "left")
     assert trimmed["input_ids"].tolist() == [[0, 5], [6, 7]]
-
-
-def test_auto_scoring_precision_picks_bf16_only_where_it_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
-    from siftcli.sift import loader as loader_mod
-
-    cpu = torch.device("cpu")
-    monkeypatch.setattr(loader_mod, "fast_bf16", lambda device: True)
-    assert loader_mod.scoring_precision("auto", cpu, "fp32") == "bf16"
-    assert loader_mod.scoring_precision(None, cpu, "fp32") == "bf16"
-    monkeypatch.setattr(loader_mod, "fast_bf16", lambda device: False)
-    assert loader_mod.scoring_precision("auto", cpu, "fp32") == "fp32"  # emulated bf16 would be slower
-    assert loader_mod.scoring_precision("auto", cpu, "bf16") == "bf16"  # follows training precision
-    assert loader_mod.scoring_precision("fp32", cpu, "bf16") == "fp32"  # an explicit choice wins
-    assert loader_mod.fast_bf16(torch.device("meta")) is False
-    model = torch.nn.Linear(4, 2)
-    data = DataLoader(TensorDataset(torch.randn(8, 4), torch.randint(0, 2, (8,))), batch_size=4)
-    assert SiftingDataLoader(data, model, cross_entropy_loss, precision="auto").precision == "fp32"
-    with pytest.raises(ValueError, match="precision must be"):
-        SiftingDataLoader(data, model, cross_entropy_loss, precision="int8")

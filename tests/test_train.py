@@ -9,10 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
-from siftcli.builders import build_workload
+from siftcli.builders import build_workload, sift_config
 from siftcli.config import validate_recipe
 from siftcli.errors import RunInterrupted
-from siftcli.runner import run_train, settings_from_recipe, sift_from_recipe
+from siftcli.runner import run_train
 from siftcli.train import lr_factor, train
 from tests.conftest import tiny_recipe_dict
 
@@ -37,8 +37,8 @@ def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, 
     full_dir = tmp_path / "full"
     full_dir.mkdir()
     w_full = fresh()
-    cfg = sift_from_recipe(recipe, len(w_full.train_data)) if sift else None
-    train(w_full, settings_from_recipe(recipe), cfg, run_dir=full_dir, arm="x")
+    cfg = sift_config(recipe, len(w_full.train_data)) if sift else None
+    train(w_full, recipe, cfg, run_dir=full_dir, arm="x")
 
     part_dir = tmp_path / "part"
     part_dir.mkdir()
@@ -52,11 +52,11 @@ def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, 
                 raise KeyboardInterrupt
 
     with pytest.raises(RunInterrupted):
-        train(w_part, settings_from_recipe(recipe), cfg, run_dir=part_dir, arm="x", on_event=interrupt)
+        train(w_part, recipe, cfg, run_dir=part_dir, arm="x", on_event=interrupt)
     assert json.loads((part_dir / "metrics.json").read_text())["status"] == "interrupted"
 
     w_resumed = fresh()
-    out = train(w_resumed, settings_from_recipe(recipe), cfg, run_dir=part_dir, arm="x", resume=True)
+    out = train(w_resumed, recipe, cfg, run_dir=part_dir, arm="x", resume=True)
     assert out["status"] == "completed"
     for (name, a), b in zip(w_full.model.state_dict().items(), w_resumed.model.state_dict().values()):
         assert torch.equal(a, b), name

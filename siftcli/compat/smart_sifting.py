@@ -102,8 +102,8 @@ class SiftingDataloader(SiftingDataLoader):
             batch_transform=batch_transforms.transform if batch_transforms else None,
         )
         if log_batch_data:
-            self.add_batch_hook(lambda raw, mask, losses: self.batch_log.append(
-                {"kept": mask.nonzero().flatten().tolist(), "losses": None if losses is None else losses.tolist()}))
+            self.add_batch_hook(lambda d: self.batch_log.append(
+                {"kept": d.mask.nonzero().flatten().tolist(), "losses": None if d.losses is None else d.losses.tolist()}))
 
     def __iter__(self):  # noqa: D105
         for batch in super().__iter__():

@@ -8,11 +8,15 @@ from siftcli.sift.algorithm import (
     sample_keep_count,
     target_keep_fraction,
 )
-from siftcli.sift.loader import EpochStats, SiftingDataLoader, SiftStats
+from siftcli.sift.loader import BatchDecision, SiftingDataLoader
 from siftcli.sift.losses import HFLoss, TupleLoss, cross_entropy_loss, hf_loss, loss_from_logits, mse_loss
+from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import SiftConfig, Sifter
+from siftcli.sift.stats import EpochStats, SiftStats
 
 __all__ = [
+    "BatchDecision",
+    "Scorer",
     "EpochStats",
     "HFLoss",
     "SiftConfig",

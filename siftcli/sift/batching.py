@@ -195,3 +195,52 @@ def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False
 
 
 BatchTransform = Callable[[Any], Any]
+
+
+class Packer:
+    """Buffers kept samples from successive raw batches and cuts them into batches of ``batch_size``.
+
+    The packing piece of the loader; its buffer is part of the loader's checkpoint.
+    """
+
+    def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right") -> None:
+        self.batch_size = batch_size
+        self.pad_values = {**DEFAULT_PAD_VALUES, **(pad_values or {})}
+        self.padding_side = padding_side
+        self.buffer: list[Any] = []
+        self.buffered = 0
+
+    def clear(self) -> None:
+        self.buffer, self.buffered = [], 0
+
+    def add(self, raw: Any, mask: torch.Tensor) -> list[Any]:
+        """Add the kept rows of ``raw``; return the full batches now ready (often none or one)."""
+        n, kept = mask.numel(), int(mask.sum())
+        if kept == n and not self.buffer and n == self.batch_size:
+            return [raw]  # fast path: nothing dropped, nothing pending
+        if kept:
+            self.buffer.append(raw if kept == n else select(raw, mask.nonzero().flatten()))
+            self.buffered += kept
+        return self.drain(full_only=True)
+
+    def drain(self, full_only: bool) -> list[Any]:
+        """Pop full batches from the buffer (and, when not ``full_only``, the remainder)."""
+        if not self.buffer or (full_only and self.buffered < self.batch_size):
+            return []
+        packed = concat(self.buffer, self.pad_values, self.padding_side)
+        out = []
+        while packed is not None and self.buffered >= self.batch_size:
+            head, packed = split(packed, self.batch_size)
+            out.append(trim_padding(head, self.padding_side))
+            self.buffered -= self.batch_size
+        if packed is not None and not full_only:
+            out.append(trim_padding(packed, self.padding_side))
+            packed, self.buffered = None, 0
+        self.buffer = [packed] if packed is not None else []
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"buffer": [to_device(b, "cpu") for b in self.buffer], "buffered": self.buffered}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.buffer, self.buffered = list(state["buffer"]), int(state["buffered"])

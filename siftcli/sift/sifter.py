@@ -11,7 +11,9 @@ import torch
 
 from siftcli.sift import algorithm
 
-Mode = Literal["probabilistic", "calibrated"]
+Mode = Literal["probabilistic", "calibrated", "random", "all"]
+Score = Literal["loss", "reducible"]
+MODES = ("probabilistic", "calibrated", "random", "all")
 
 
 @dataclass
@@ -26,6 +28,12 @@ class SiftConfig:
     - ``mode``: ``probabilistic`` draws each sample independently (SageMaker's rule; the rate
       drifts below target as losses fall); ``calibrated`` keeps exactly ``1/(1+beta)`` of each
       raw batch, drawn with ``percentile ** beta`` weights, so the time saved is predictable.
+    - ``random``: the control arm of an honest comparison: keeps exactly ``keep_fraction`` of each raw
+      batch after the delay, chosen uniformly at random, with no scoring; the gap between a sifted run
+      and this one is the value of *selection* itself. ``all`` keeps everything (the baseline).
+    - ``score``: what is ranked: ``loss``, or ``reducible`` (loss minus a reference model's loss on the
+      same sample; the loader needs ``reference_losses`` and sample indices).
+    - ``keep_fraction``: the kept fraction for ``calibrated`` and ``random`` instead of ``1/(1+beta)``.
     - ``seed``: seeds the generator behind every keep decision.
     """
 
@@ -34,6 +42,8 @@ class SiftConfig:
     sift_delay: int = 0
     repeat_delay_per_epoch: bool = False
     mode: Mode = "probabilistic"
+    score: Score = "loss"
+    keep_fraction: float | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -43,12 +53,25 @@ class SiftConfig:
             raise ValueError(f"loss_history_length must be at least 1, got {self.loss_history_length!r}")
         if int(self.sift_delay) < 0:
             raise ValueError(f"sift_delay must be 0 or more, got {self.sift_delay!r}")
-        if self.mode not in ("probabilistic", "calibrated"):
-            raise ValueError(f"mode must be 'probabilistic' or 'calibrated', got {self.mode!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.score not in ("loss", "reducible"):
+            raise ValueError(f"score must be 'loss' or 'reducible', got {self.score!r}")
+        if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
+            raise ValueError(f"keep_fraction must be in (0, 1], got {self.keep_fraction!r}")
 
     @property
     def target_keep_fraction(self) -> float:
+        if self.mode == "all":
+            return 1.0
+        if self.keep_fraction is not None:
+            return float(self.keep_fraction)
         return algorithm.target_keep_fraction(self.beta)
+
+    @property
+    def needs_scores(self) -> bool:
+        """Whether this rule ranks anything (``random`` and ``all`` never run a scoring forward)."""
+        return self.mode in ("probabilistic", "calibrated")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,6 +114,8 @@ class Sifter:
         During the delay only the last batches before sifting starts are scored: enough
         to fill the history, so the delay costs no scoring forwards beyond that.
         """
+        if not self.config.needs_scores:
+            return False
         if not self.in_delay:
             return True
         fill_steps = math.ceil(self.config.loss_history_length / max(1, batch_size))
@@ -120,7 +145,7 @@ class Sifter:
 
     # -- decisions -----------------------------------------------------------------------
     def decide(self, losses: torch.Tensor | None, n: int) -> torch.Tensor:
-        """Boolean keep-mask for a raw batch of ``n`` samples (``losses`` may be ``None`` in the delay)."""
+        """Boolean keep-mask for a raw batch of ``n`` samples from their scores (``None`` in the delay or without scoring)."""
         if losses is not None:
             losses = losses.detach().float().flatten().cpu()
             if losses.numel() != n:
@@ -128,10 +153,15 @@ class Sifter:
         delayed = self.in_delay
         self.steps += 1
         self.epoch_steps += 1
-        if delayed or losses is None:
+        if delayed or self.config.mode == "all":
             if losses is not None:
                 self._remember(losses)
             return torch.ones(n, dtype=torch.bool)
+        if self.config.mode == "random":
+            k, self.carry = algorithm.calibrated_count(n, self.config.target_keep_fraction, self.carry)
+            return algorithm.sample_keep_count(torch.ones(n), k, self.generator)
+        if losses is None:
+            raise ValueError(f"mode {self.config.mode!r} needs the batch's scores after the delay")
         finite = torch.isfinite(losses)
         bad = int((~finite).sum())
         if bad:

@@ -1,0 +1,67 @@
+"""Which dataset indices each raw batch holds, read from the loader's own batch sampler.
+
+Modes that remember or look up something per sample (reducible-loss scoring, label-noise accounting)
+need them; users write no code for it. A map-style ``DataLoader`` draws its index lists from
+``batch_sampler`` in the order it yields batches (also with worker processes, which keep order), so
+recording the lists as the loader draws them and popping one per raw batch keeps them aligned.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+class _RecordingBatchSampler:
+    """Wraps a batch sampler; every index list it hands out is also appended to ``record``."""
+
+    def __init__(self, inner: Any, record: deque) -> None:
+        self.inner = inner
+        self.record = record
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.inner:
+            self.record.append(list(batch))
+            yield batch
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:  # sampler, batch_size, drop_last, set_epoch ...
+        return getattr(self.inner, name)
+
+
+class IndexTracker:
+    """Installs the recorder on a ``DataLoader`` (if it can) and hands out one index tensor per raw batch."""
+
+    def __init__(self, dataloader: Any) -> None:
+        self._record: deque[list[int]] = deque()
+        self.available = _install(dataloader, self._record)
+
+    def start(self) -> None:
+        """Call before each ``iter(dataloader)``: what an earlier pass prefetched is not this pass's."""
+        self._record.clear()
+
+    def next(self) -> torch.Tensor | None:
+        if not self.available or not self._record:
+            return None
+        return torch.tensor(self._record.popleft(), dtype=torch.long)
+
+
+def _install(dataloader: Any, record: deque) -> bool:
+    from torch.utils.data import DataLoader, IterableDataset
+
+    if not isinstance(dataloader, DataLoader) or isinstance(dataloader.dataset, IterableDataset):
+        return False
+    if dataloader.batch_sampler is None:  # batch_size=None: the dataset yields whole batches
+        return False
+    if not isinstance(dataloader.batch_sampler, _RecordingBatchSampler):
+        # DataLoader forbids setting batch_sampler after construction; its iterators read it afresh
+        # each epoch, so swapping it in place is safe and keeps the user's loader object.
+        object.__setattr__(dataloader, "batch_sampler", _RecordingBatchSampler(dataloader.batch_sampler, record))
+    else:
+        dataloader.batch_sampler.record = record
+    return True

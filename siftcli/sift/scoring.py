@@ -1,0 +1,72 @@
+"""The scoring piece: a gradient-free forward that gives each raw sample a loss and a score.
+
+The score is what the sifter ranks: the loss itself (``score="loss"``), or the reducible loss
+(``score="reducible"``): the learner's loss minus a reference model's loss on the same sample
+(RHO-LOSS, Mindermann et al. 2022), which ranks down both the already-learnt samples (low loss)
+and the unlearnable ones (high loss under the reference too, e.g. mislabelled samples).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from siftcli.sift import batching
+from siftcli.sift.losses import PerSampleLoss
+from siftcli.sift.precision import autocast
+
+
+class Scorer:
+    """Per-sample losses of a raw batch, in eval mode under ``inference_mode``, train flags restored exactly.
+
+    Args:
+        model: the model being trained (or any model whose losses rank the samples).
+        loss_fn: ``(model, batch) -> Tensor[n]``.
+        device: where the scoring forward runs.
+        precision: ``fp32``, ``bf16`` or ``fp16`` autocast for the forward.
+        reference_losses: ``Tensor[N]`` of a reference model's loss per dataset index; given, scores
+            are reducible losses and every batch must come with its dataset indices.
+    """
+
+    def __init__(self, model: torch.nn.Module, loss_fn: PerSampleLoss, device: torch.device, precision: str = "fp32",
+                 reference_losses: torch.Tensor | None = None) -> None:
+        self.model = model
+        self.loss_fn = loss_fn
+        self.device = device
+        self.precision = precision
+        self.reference_losses = None if reference_losses is None else torch.as_tensor(reference_losses).float().flatten().cpu()
+        self.seconds = 0.0
+
+    def losses(self, raw: Any) -> torch.Tensor:
+        """Per-sample losses on the CPU, float32."""
+        t0 = time.perf_counter()
+        model = self.model
+        flags = [(m, m.training) for m in model.modules()]
+        model.eval()
+        try:
+            batch = batching.to_device(raw, self.device)
+            with torch.inference_mode(), autocast(self.device, self.precision):
+                losses = self.loss_fn(model, batch)
+            if not isinstance(losses, torch.Tensor):
+                raise TypeError(f"the loss function must return a Tensor of per-sample losses, got {type(losses).__name__}")
+            losses = losses.detach().float().flatten().cpu()
+        finally:
+            for module, flag in flags:
+                module.training = flag
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.seconds += time.perf_counter() - t0
+        return losses
+
+    def scores(self, losses: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
+        """What the sifter ranks: the loss, or the loss minus the reference loss of the same samples."""
+        if self.reference_losses is None:
+            return losses
+        if indices is None:
+            raise ValueError("reducible-loss scoring needs each batch's dataset indices; wrap a map-style DataLoader")
+        if int(indices.max()) >= self.reference_losses.numel():
+            raise ValueError(f"reference_losses holds {self.reference_losses.numel()} values but the data has index "
+                             f"{int(indices.max())}; pass one reference loss per training sample")
+        return losses - self.reference_losses[indices]

@@ -1,0 +1,95 @@
+"""What the loader did, counted so the achieved keep rate is never hidden."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class _KeepFractions:
+    """Kept fractions from the counters both stats classes carry."""
+
+    kept_samples: int
+    raw_samples: int
+    sifted_kept_samples: int
+    sifted_raw_samples: int
+
+    @property
+    def kept_fraction(self) -> float:
+        """Kept over raw, delay included."""
+        return _fraction(self.kept_samples, self.raw_samples)
+
+    @property
+    def sifted_kept_fraction(self) -> float:
+        """Kept over raw after the delay: the number to hold against the target."""
+        return _fraction(self.sifted_kept_samples, self.sifted_raw_samples)
+
+
+def _fraction(part: int, whole: int) -> float:
+    return part / whole if whole else float("nan")
+
+
+@dataclass
+class EpochStats(_KeepFractions):
+    epoch: int
+    raw_samples: int = 0
+    kept_samples: int = 0
+    sifted_raw_samples: int = 0  # raw samples seen after the delay, where the target applies
+    sifted_kept_samples: int = 0
+    batches: int = 0
+
+
+@dataclass
+class SiftStats(_KeepFractions):
+    """Counters and timers of one loader over all epochs (restored whole on resume)."""
+
+    target_keep_fraction: float
+    raw_samples: int = 0
+    scored_samples: int = 0
+    kept_samples: int = 0
+    sifted_raw_samples: int = 0
+    sifted_kept_samples: int = 0
+    batches: int = 0
+    nonfinite: int = 0
+    scoring_seconds: float = 0.0
+    data_wait_seconds: float = 0.0
+    packing_seconds: float = 0.0
+    epochs: list[EpochStats] = field(default_factory=list)
+
+    def epoch_stats(self, epoch: int) -> EpochStats:
+        """The counters of ``epoch``, opened on first use."""
+        if not self.epochs or self.epochs[-1].epoch != epoch:
+            self.epochs.append(EpochStats(epoch=epoch))
+        return self.epochs[-1]
+
+    def count(self, epoch: int, n: int, kept: int, delayed: bool, scored: bool) -> None:
+        """One raw batch of ``n`` samples of which ``kept`` survived."""
+        es = self.epoch_stats(epoch)
+        self.scored_samples += n if scored else 0
+        for s in (self, es):
+            s.raw_samples += n
+            s.kept_samples += kept
+            if not delayed:
+                s.sifted_raw_samples += n
+                s.sifted_kept_samples += kept
+
+    def count_batch(self, epoch: int) -> None:
+        """One batch yielded to the training loop."""
+        self.batches += 1
+        self.epoch_stats(epoch).batches += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["kept_fraction"] = self.kept_fraction
+        out["sifted_kept_fraction"] = self.sifted_kept_fraction
+        for e, es in zip(out["epochs"], self.epochs):
+            e["kept_fraction"] = es.kept_fraction
+            e["sifted_kept_fraction"] = es.sifted_kept_fraction
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SiftStats:
+        stats = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "epochs"})
+        for e in d.get("epochs", []):
+            stats.epochs.append(EpochStats(**{k: v for k, v in e.items() if k in EpochStats.__dataclass_fields__}))
+        return stats
