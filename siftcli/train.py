@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,12 +94,13 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
 def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: Any,
                optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe,
                device: torch.device) -> tuple[float, float, float]:
-    """One optimizer step; returns (loss, forward+backward seconds, optimizer seconds).
+    """One optimizer step; returns (loss, forward+backward seconds incl. the copy to the device, optimizer seconds).
 
     The scaler is a no-op unless training in fp16, so there is one path for every precision.
     """
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     t0 = time.perf_counter()
+    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     with autocast(device, recipe.precision):
         loss = loss_fn(forward, batch).mean()
     if not torch.isfinite(loss):
@@ -115,6 +116,46 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     optimizer.zero_grad(set_to_none=True)
     sync()
     return loss.item(), t1 - t0, time.perf_counter() - t1
+
+
+@dataclass
+class Budget:
+    """When the run ends and how far along it is (the learning-rate schedule's clock).
+
+    Whole epochs end when the loader runs dry (so sifted remainders are trained on); a fractional
+    last epoch ends on its raw-sample budget, a step cap (the equal-time baseline) on its step.
+    """
+
+    epochs: int
+    total_raw: int
+    fractional: bool
+    max_steps: int | None
+
+    @classmethod
+    def of(cls, recipe: Recipe, n_train: int) -> Budget:
+        return cls(math.ceil(recipe.epochs), max(1, math.ceil(recipe.epochs * n_train)), recipe.epochs != math.ceil(recipe.epochs),
+                   recipe.max_steps)
+
+    def progress(self, step: int, raw: int) -> float:
+        return step / self.max_steps if self.max_steps else raw / self.total_raw
+
+    def done(self, step: int, raw: int) -> bool:
+        return (self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
+
+
+def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
+    """The loader's batches, with the wait for each put on the clock as data and scoring time."""
+    batches = iter(loader)
+    while True:
+        t0, scoring0 = time.perf_counter(), loader.stats.scoring_seconds
+        batch = next(batches, None)
+        if batch is None:
+            return
+        waited, scored = time.perf_counter() - t0, loader.stats.scoring_seconds - scoring0
+        state.phases["scoring"] += scored
+        state.phases["data"] += waited - scored
+        state.train_clock += waited
+        yield batch
 
 
 def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *, reference: Reference | None = None,
@@ -133,24 +174,13 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
-    total_raw = max(1, math.ceil(recipe.epochs * len(workload.train_data)))
-    n_epochs = math.ceil(recipe.epochs)
+    budget = Budget.of(recipe, len(workload.train_data))
     state = RunState()
     if reference is not None:  # its cost is on this run's clock, as its own phase
         state.phases["reference"] = state.train_clock = state.last_eval_clock = reference.seconds
     if resume:
         _load_checkpoint(run_dir, arm, state, parts, device)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy))
-
-    def progress() -> float:
-        return state.step / recipe.max_steps if recipe.max_steps else loader.stats.raw_samples / total_raw
-
-    def done() -> bool:
-        # Whole epochs end when the loader runs dry (so sifted remainders are trained on);
-        # a fractional last epoch or a step cap ends on its budget.
-        if recipe.max_steps is not None and state.step >= recipe.max_steps:
-            return True
-        return recipe.epochs != n_epochs and loader.stats.raw_samples >= total_raw
 
     def evaluate_now(reason: str) -> None:
         t0 = time.perf_counter()
@@ -163,74 +193,77 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
         log.write({"event": "eval", **point})
         emit("eval", point)
 
-    def finish(status: str) -> dict[str, Any]:
-        out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
-                            device)
-        if run_dir:
-            atomic_write_json(run_dir / "metrics.json", out)
-            if sift is not None:
-                atomic_write_json(run_dir / "sift_losses.json", {"kept": state.kept_losses, "rejected": state.rejected_losses})
-        return out
-
-    emit("start", {"arm": arm, "epochs": n_epochs, "steps_per_epoch": len(loader), "total_raw": total_raw,
+    emit("start", {"arm": arm, "epochs": budget.epochs, "steps_per_epoch": len(loader), "total_raw": budget.total_raw,
                    "max_steps": recipe.max_steps, "step": state.step})
     with JsonlLog(run_dir / "log.jsonl" if run_dir else None) as log:
         try:
-            while state.epoch < n_epochs and not done():
-                batches = iter(loader)
-                while True:
-                    t0, scoring0 = time.perf_counter(), loader.stats.scoring_seconds
-                    batch = next(batches, None)
-                    if batch is None:
-                        break
-                    t1, scored = time.perf_counter(), loader.stats.scoring_seconds - scoring0
-                    state.phases["scoring"] += scored
-                    state.phases["data"] += (t1 - t0) - scored
-                    lr = recipe.optim.lr * lr_factor(progress(), recipe.optim.warmup_fraction, recipe.optim.schedule)
+            while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples):
+                for batch in timed_batches(loader, state):
+                    lr = recipe.optim.lr * lr_factor(budget.progress(state.step, loader.stats.raw_samples),
+                                                     recipe.optim.warmup_fraction, recipe.optim.schedule)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
                     loss, fb, opt = train_step(forward, model, batch, workload.loss_fn, optimizer, scaler, recipe, device)
                     state.phases["forward_backward"] += fb
                     state.phases["optimizer"] += opt
-                    state.train_clock += (t1 - t0) + fb + opt
+                    state.train_clock += fb + opt
                     state.step += 1
-                    state.trained += batch["labels"].shape[0]
-                    record = {"step": state.step, "loss": loss, "raw_samples": loader.stats.raw_samples, "trained_samples": state.trained}
-                    if state.step % recipe.log_every_steps == 0 or state.step == 1:
-                        record = {"event": "step", **record, "epoch": state.epoch, "lr": lr,
-                                  "train_seconds": state.train_clock, "kept_fraction": state.trained / max(1, loader.stats.raw_samples)}
-                        log.write(record)
-                    emit("step" if "event" in record else "tick", record)
+                    state.trained += len(batch["labels"])
+                    _log_step(state, loss, lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
                     if (e.every_steps and state.step % e.every_steps == 0) or (
                             e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds):
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
                         _save_checkpoint(run_dir, arm, state, parts, started)
-                    if done():
+                    if budget.done(state.step, loader.stats.raw_samples):
                         break
-                if batch is not None:  # stopped mid-epoch: the sample or step budget is spent
-                    break
-                state.epoch += 1
-                if recipe.eval.per_epoch and state.last_eval_step != state.step:
-                    evaluate_now("epoch")
-                emit("epoch", {"epoch": state.epoch, "step": state.step})
+                else:  # the loader ran dry: the epoch is over
+                    state.epoch += 1
+                    if recipe.eval.per_epoch and state.last_eval_step != state.step:
+                        evaluate_now("epoch")
+                    emit("epoch", {"epoch": state.epoch, "step": state.step})
+                    continue
+                break  # stopped mid-epoch: the sample or step budget is spent
             if state.last_eval_step != state.step or not state.curve:
                 evaluate_now("final")
         except KeyboardInterrupt:
             _save_checkpoint(run_dir, arm, state, parts, started)
-            finish("interrupted")
+            _finish(workload, recipe, sift, loader, arm, "interrupted", state, started, device, run_dir)
             raise RunInterrupted(str(run_dir)) from None
         except _NonFiniteLoss as exc:
-            finish("failed")
+            _finish(workload, recipe, sift, loader, arm, "failed", state, started, device, run_dir)
             where = f"; partial results in {run_dir}" if run_dir else ""
             raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
                                f"try a lower optim.lr or precision fp32{where}") from None
         _save_checkpoint(run_dir, arm, state, parts, started)
-        result = finish("completed")
+        result = _finish(workload, recipe, sift, loader, arm, "completed", state, started, device, run_dir)
     emit("end", result)
     return result
+
+
+def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log: JsonlLog, emit: Event) -> None:
+    """A ``step`` line in the log every ``every`` steps (and the first); a light ``tick`` event otherwise."""
+    record = {"step": state.step, "loss": loss, "raw_samples": raw, "trained_samples": state.trained}
+    if state.step % every and state.step != 1:
+        emit("tick", record)
+        return
+    record = {"event": "step", **record, "epoch": state.epoch, "lr": lr, "train_seconds": state.train_clock,
+              "kept_fraction": state.trained / max(1, raw)}
+    log.write(record)
+    emit("step", record)
+
+
+def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader: Any, arm: str, status: str, state: RunState,
+            started: float, device: torch.device, run_dir: Path | None) -> dict[str, Any]:
+    """The run's metrics, written atomically with the kept/rejected loss sample beside them."""
+    out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
+                        device)
+    if run_dir:
+        atomic_write_json(run_dir / "metrics.json", out)
+        if sift is not None:
+            atomic_write_json(run_dir / "sift_losses.json", {"kept": state.kept_losses, "rejected": state.rejected_losses})
+    return out
 
 
 @torch.no_grad()

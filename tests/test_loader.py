@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from siftcli.sift import SiftConfig, SiftingDataLoader, batching, cross_entropy_loss, hf_loss, mse_loss
+from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss, hf_loss, mse_loss
 
 
 def _tuple_loader(n: int = 100, batch: int = 8, shuffle: bool = False) -> DataLoader:
@@ -47,24 +47,6 @@ def test_len_is_the_expected_number_of_batches_and_two_passes_are_two_epochs() -
     assert [e.epoch for e in loader.stats.epochs] == [0, 1]
 
 
-def test_scoring_builds_no_graph_and_restores_train_flags() -> None:
-    model = DropoutNet()
-    model.train()
-    model.body[1].eval()  # a mixed state must come back exactly
-    seen = []
-
-    def loss(m: torch.nn.Module, batch) -> torch.Tensor:
-        seen.append((torch.is_grad_enabled(), m.training, torch.is_inference_mode_enabled()))
-        out = cross_entropy_loss(m, batch)
-        assert out.grad_fn is None
-        return out
-
-    loader = SiftingDataLoader(_tuple_loader(), model, loss, SiftConfig())
-    next(iter(loader))
-    assert seen[0] == (False, False, True)
-    assert model.training and model.body[0].training and not model.body[1].training
-
-
 def test_dict_batches_padded_to_different_lengths_are_repadded() -> None:
     g = torch.Generator().manual_seed(0)
 
@@ -98,19 +80,6 @@ def test_dict_batches_padded_to_different_lengths_are_repadded() -> None:
         for row, length in enumerate(lengths):  # padding after each sample's own length
             assert (b["input_ids"][row, length:] == 0).all() and (b["attention_mask"][row, length:] == 0).all()
             assert (b["attention_mask"][row, :length] == 1).all()
-
-
-def test_concat_pads_labels_with_minus_100_and_handles_batchencoding() -> None:
-    from transformers import BatchEncoding
-
-    a = BatchEncoding({"input_ids": torch.ones(2, 3, dtype=torch.long), "labels": torch.ones(2, 3, dtype=torch.long)})
-    b = BatchEncoding({"input_ids": torch.ones(1, 5, dtype=torch.long), "labels": torch.ones(1, 5, dtype=torch.long)})
-    joined = batching.concat([a, b], {"input_ids": 9, "labels": -100})
-    assert isinstance(joined, BatchEncoding)
-    assert joined["input_ids"][0].tolist() == [1, 1, 1, 9, 9]
-    assert joined["labels"][1].tolist() == [1, 1, 1, -100, -100]
-    left = batching.concat([a, b], {"input_ids": 9}, padding_side="left")
-    assert left["input_ids"][0].tolist() == [9, 9, 1, 1, 1]
 
 
 def test_list_batches_and_mse() -> None:
@@ -199,16 +168,3 @@ def test_nan_losses_never_crash() -> None:
     with pytest.warns(RuntimeWarning):
         list(loader)
     assert loader.stats.nonfinite == 13  # one per raw batch (13 batches of 100 samples)
-
-
-def test_packed_batches_carry_no_padding_column_nobody_needs() -> None:
-    short = {"input_ids": torch.tensor([[5, 6, 0, 0, 0, 0]] * 4), "attention_mask": torch.tensor([[1, 1, 0, 0, 0, 0]] * 4),
-             "labels": torch.tensor([0, 1, 0, 1])}
-    long_ = {"input_ids": torch.tensor([[5, 6, 7, 8, 9, 9, 9, 9]] * 4), "attention_mask": torch.ones(4, 8, dtype=torch.long),
-             "labels": torch.tensor([0, 1, 0, 1])}
-    packed = batching.concat([batching.select(short, torch.tensor([0, 1])), batching.select(long_, torch.tensor([0]))])
-    assert packed["input_ids"].shape == (3, 8)
-    assert batching.trim_padding(batching.select(packed, torch.tensor([0, 1])))["input_ids"].shape == (2, 2)
-    left = {"input_ids": torch.tensor([[0, 0, 0, 5], [0, 0, 6, 7]]), "attention_mask": torch.tensor([[0, 0, 0, 1], [0, 0, 1, 1]])}
-    trimmed = batching.trim_padding(left, "left")
-    assert trimmed["input_ids"].tolist() == [[0, 5], [6, 7]]

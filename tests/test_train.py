@@ -62,6 +62,12 @@ def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, 
         assert torch.equal(a, b), name
     full = json.loads((full_dir / "metrics.json").read_text())
     assert out["optimizer_steps"] == full["optimizer_steps"] and out["samples_trained"] == full["samples_trained"]
+    # the resumed run's clocks include the interrupted process, and its loss sample is whole
+    assert out["total_seconds"] > out["train_seconds"] > 0
+    assert out["total_seconds"] > json.loads((part_dir / "metrics.json").read_text())["train_seconds"]
+    if sift:
+        assert json.loads((part_dir / "sift_losses.json").read_text()) == json.loads((full_dir / "sift_losses.json").read_text())
+        assert out["keep"]["trace"] == full["keep"]["trace"]
 
 
 def test_regression_task(tmp_path: Path) -> None:
@@ -118,3 +124,18 @@ def test_phases_and_scoring_cost_are_reported(tmp_path: Path, text_csv: Path) ->
     assert m["predicted_ratio"] == pytest.approx(m["samples_scored"] / m["raw_samples"] * m["scoring_cost"] + m["keep"]["achieved"])
     assert [e["epoch"] for e in m["keep"]["per_epoch"]] == [0, 1]
     assert m["train_seconds"] < m["total_seconds"]
+
+
+def test_reducible_run_charges_its_reference_and_counts_noisy_labels(tmp_path: Path, text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{
+        "data.label_noise": 0.3, "sift.score": "reducible", "sift.mode": "calibrated", "sift.beta": 3.0, "sift.sift_delay": 0,
+        "sift.reference.epochs": 1}))
+    _, m = run_train(recipe, output=str(tmp_path / "run"))
+    ref = json.loads((tmp_path / "run" / "reference.json").read_text())
+    assert m["phases"]["reference"] == pytest.approx(ref["seconds"]) and ref["seconds"] > 0 and len(ref["runs"]) == 2
+    assert m["train_seconds"] > m["phases"]["reference"]  # on the clock
+    assert m["curve"][0]["train_seconds"] > m["phases"]["reference"]
+    assert m["sift"]["score"] == "reducible"
+    noise = m["label_noise"]
+    assert noise["rate"] == pytest.approx(0.3, abs=0.01) and 0 <= noise["kept_share_after_delay"] <= 1
+    assert m["keep"]["achieved"] == pytest.approx(0.25, abs=0.05)

@@ -1,0 +1,52 @@
+"""The tables the CLI prints: every number comes from the result it is given."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+from siftcli.report import compare_view, run_table, sweep_view
+
+
+def _render(renderable) -> str:  # noqa: ANN001
+    console = Console(width=200, record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
+def _run(arm: str, seconds: float, acc: float, keep: float | None = None, noise: float | None = None) -> dict:
+    return {"arm": arm, "status": "completed", "metric": "accuracy", "train_seconds": seconds, "total_seconds": seconds + 3,
+            "optimizer_steps": 10, "samples_scored": 80 if keep else 0, "samples_trained": 40, "raw_samples": 80,
+            "final": {"accuracy": acc, "loss": 0.5}, "phases": {"data": 1.0, "scoring": 0.5},
+            "keep": {"target": 0.5, "achieved": keep, "achieved_after_delay": keep} if keep else None,
+            "label_noise": {"rate": 0.2, "kept_share": noise, "kept_share_after_delay": noise} if noise is not None else None,
+            "scoring_cost": 0.2 if keep else None, "predicted_ratio": 0.7 if keep else None}
+
+
+def test_run_table_shows_the_run() -> None:
+    text = _render(run_table(_run("sifted", 12.34, 0.8765, keep=0.55), "runs/x"))
+    for expected in ("siftcli train — sifted (completed)", "0.8765", "12.3 s", "50.0% / 55.0% / 55.0%", "runs/x"):
+        assert expected in text
+
+
+def test_compare_view_has_every_arm_and_the_two_values() -> None:
+    runs = {"baseline": _run("baseline", 20.0, 0.80, noise=0.2), "sifted": _run("sifted", 11.0, 0.84, keep=0.3, noise=0.05),
+            "equal-time": _run("equal-time", 11.5, 0.82, noise=0.2), "random-keep": _run("random-keep", 10.5, 0.79, keep=0.3, noise=0.2)}
+    pair = {"seed": 0, "target_drop": 0.5, "speedup": 1.8, "equal_epoch_ratio": 0.55, "metric_delta": 4.0, "target": 0.795,
+            "equal_time_metric": 0.82, "sifted_minus_equal_time": 2.0, "random_keep_metric": 0.79, "sifted_minus_random": 5.0}
+    summary = {"seeds": 3, "sifted_minus_random": {"mean": 5.0, "std": 1.0, "n": 3, "values": [4.0, 5.0, 6.0], "beats": True}}
+    text = _render(compare_view({"runs": [runs], "pairs": [pair, pair, pair], "seeds_summary": summary, "verdict": "v."}))
+    for expected in ("random-keep", "value of the trade (sifted − equal-time)", "+2.00 pts", "value of selection", "+5.00 pts",
+                     "flipped labels among kept", "5.0%", "sifted − random-keep", "(> 2 SE)", "Verdict: v."):
+        assert expected in text, expected
+
+
+def test_sweep_view_marks_the_best_beta_only() -> None:
+    base = _run("baseline", 20.0, 0.8)
+    rows = [{"beta": 2.0, "target_keep": 1 / 3, "achieved_keep": 0.4, "train_seconds": 9.0, "equal_epoch_ratio": 0.45,
+             "metric_delta": -0.2, "time_to_target_ratio": 0.5},
+            {"beta": 0.5, "target_keep": 2 / 3, "achieved_keep": 0.7, "train_seconds": 15.0, "equal_epoch_ratio": 0.75,
+             "metric_delta": 0.1, "time_to_target_ratio": 0.9}]
+    text = _render(sweep_view({"baseline": base, "rows": rows, "best_beta": 2.0, "advice": "beta 2 wins"}))
+    starred = [line for line in text.splitlines() if "★" in line]
+    assert len(starred) == 1 and starred[0].split("│")[1].strip() == "2"
+    assert "beta 2 wins" in text
