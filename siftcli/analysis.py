@@ -109,13 +109,22 @@ def summarise_seeds(pairs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, Any] | None = None) -> str:
-    """One plain sentence a user can act on; says so when sifting did not pay."""
+    """Plain sentences a user can act on: first against the honest opponents (a baseline given the same time,
+    random keep at the same rate) where they ran, then time-to-target; says "train less" when that is the answer."""
     ratio = pair.get("time_to_target_ratio")
     eq = pair.get("equal_epoch_ratio")
     delta = pair.get("metric_delta")
     pred = pair.get("predicted_ratio")
     unit = " points" if pair["metric"] == "accuracy" else ""
     parts: list[str] = []
+    eqt, rnd = pair.get("sifted_minus_equal_time"), pair.get("sifted_minus_random")
+    won_trade = _beats(eqt, (seeds or {}).get("sifted_minus_equal_time"))
+    if eqt is not None:
+        parts.append(f"Sifting beat a baseline given the same time ({eqt:+.2f}{unit})" if won_trade else
+                     f"Train less: the equal-time baseline matched or beat the sifted run ({-eqt:+.2f}{unit})")
+    if rnd is not None:
+        won = _beats(rnd, (seeds or {}).get("sifted_minus_random"))
+        parts.append(f"selection {'beat' if won else 'did not beat'} keeping the same fraction at random ({rnd:+.2f}{unit})")
     reached = (seeds or {}).get("time_to_target_ratio") or {}
     if seeds and reached and reached["n"] < seeds["seeds"]:  # some seeds got there, some never did
         parts.append(
@@ -128,28 +137,15 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
         parts.append(f"Sifting reached the target in {ratio:.2f}x the baseline's time to it")
         if delta is not None:
             parts.append(f"and ended {delta:+.2f}{unit} from the baseline")
+    elif won_trade and delta is not None and delta > 0:
+        parts.append(f"it ended {delta:+.2f}{unit} above the full baseline, which reached its own final value at "
+                     f"{_fmt(pair.get('baseline_target_fraction_of_run'))} of its run and did not improve after")
     else:
         parts.append(
             f"Sifting did not reach the target sooner (time-to-target ratio {_fmt(ratio)}); "
             f"the baseline itself got there at {_fmt(pair.get('baseline_target_fraction_of_run'))} of its run, "
             "so the honest saving is to train the baseline for fewer steps"
         )
-    eqt = pair.get("sifted_minus_equal_time")
-    if eqt is not None:
-        parts.append(
-            f"the equal-time baseline {'matched or beat' if eqt <= 0.25 else 'fell short of'} the sifted run ({-eqt:+.2f}{unit})"
-        )
-    rnd = pair.get("sifted_minus_random")
-    if rnd is not None:
-        parts.append(f"selection {'beat' if rnd > 0.25 else 'did not beat'} keeping the same fraction at random ({rnd:+.2f}{unit})")
-    for key, label in (("sifted_minus_equal_time", "the equal-time baseline"), ("sifted_minus_random", "random keep")):
-        stat = (seeds or {}).get(key)
-        if isinstance(stat, dict) and stat["n"] > 1:
-            word = "beat" if stat.get("beats") else "did not beat"
-            parts.append(f"over {stat['n']} seeds sifting {word} {label} by more than two standard errors "
-                         f"({stat['mean']:+.2f} ± {stat['std']:.2f}{unit})")
-    if eqt is not None and eqt <= 0.25 and not ((seeds or {}).get("sifted_minus_equal_time") or {}).get("beats"):
-        parts.append("train less: a baseline given the same time is as good here")
     if pred is not None and pred >= 1.0:
         parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta or score in bf16")
     elif eq is not None and eq > 0.97:
@@ -158,6 +154,13 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
         parts.append(f"over {seeds['seeds']} seeds the accuracy difference is within the noise")
     parts.append(_next_step(pair, sift))
     return "; ".join(parts) + "."
+
+
+def _beats(single: float | None, over_seeds: dict[str, Any] | None) -> bool:
+    """Ahead by more than two standard errors over seeds; with one seed, ahead by more than 0.25."""
+    if isinstance(over_seeds, dict) and over_seeds.get("n", 0) > 1:
+        return bool(over_seeds.get("beats"))
+    return single is not None and single > 0.25
 
 
 def _next_step(pair: dict[str, Any], sift: dict[str, Any] | None) -> str:
@@ -226,6 +229,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "optimizer_steps": state.step,
         "raw_samples": raw,
         "samples_scored": scored,
+        "samples_from_memory": st.memory_samples,
         "samples_trained": trained,
         "keep": keep,
         "label_noise": noise,

@@ -62,6 +62,8 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     row("total wall-clock (s)", lambda r: f"{r['total_seconds']:.1f}")
     row("optimizer steps", lambda r: str(r["optimizer_steps"]))
     row("samples scored", lambda r: str(r["samples_scored"]))
+    if any(runs[a].get("samples_from_memory") for a in arms):
+        row("samples decided from memory", lambda r: str(r.get("samples_from_memory") or 0))
     row("samples trained on", lambda r: str(r["samples_trained"]))
     row("accepted % (target)", lambda r: _pct(r["keep"]["target"]) if r.get("keep") else "—")
     row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else _pct(1.0))

@@ -93,8 +93,9 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
 
 def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: Any,
                optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe,
-               device: torch.device) -> tuple[float, float, float]:
-    """One optimizer step; returns (loss, forward+backward seconds incl. the copy to the device, optimizer seconds).
+               device: torch.device) -> tuple[torch.Tensor, float, float]:
+    """One optimizer step; returns (per-sample losses, detached; forward+backward seconds incl. the copy to
+    the device; optimizer seconds). The per-sample losses feed the sifting loader's loss memory for free.
 
     The scaler is a no-op unless training in fp16, so there is one path for every precision.
     """
@@ -102,7 +103,8 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     t0 = time.perf_counter()
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     with autocast(device, recipe.precision):
-        loss = loss_fn(forward, batch).mean()
+        losses = loss_fn(forward, batch)
+    loss = losses.mean()
     if not torch.isfinite(loss):
         raise _NonFiniteLoss(loss.item())
     scaler.scale(loss).backward()
@@ -115,7 +117,7 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
     sync()
-    return loss.item(), t1 - t0, time.perf_counter() - t1
+    return losses.detach(), t1 - t0, time.perf_counter() - t1
 
 
 @dataclass
@@ -203,13 +205,14 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                                                      recipe.optim.warmup_fraction, recipe.optim.schedule)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    loss, fb, opt = train_step(forward, model, batch, workload.loss_fn, optimizer, scaler, recipe, device)
+                    losses, fb, opt = train_step(forward, model, batch, workload.loss_fn, optimizer, scaler, recipe, device)
+                    loader.record(losses)
                     state.phases["forward_backward"] += fb
                     state.phases["optimizer"] += opt
                     state.train_clock += fb + opt
                     state.step += 1
                     state.trained += len(batch["labels"])
-                    _log_step(state, loss, lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
+                    _log_step(state, losses.float().mean().item(), lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
                     if (e.every_steps and state.step % e.every_steps == 0) or (
                             e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds):

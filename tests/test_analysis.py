@@ -88,3 +88,21 @@ def test_sweep_picks_the_fastest_beta_within_tolerance() -> None:
     assert result["best_beta"] == 1.0 and [r["beta"] for r in result["rows"]] == [1.0, 0.5, 3.0]
     none = rank_sweep(base, [{"beta": 3.0, "metric_delta": -2.0, "time_to_target_ratio": None, "target_drop": 0.5}])
     assert none["best_beta"] is None and "does not pay" in none["advice"]
+
+
+def test_verdict_leads_with_the_honest_opponents() -> None:
+    base = _run("baseline", [(10, 0.70), (40, 0.64)], 40)  # peaked early, then fell (label noise)
+    sift = _run("sifted", [(20, 0.60), (30, 0.77)], 30, keep=0.25)
+    equal = _run("equal-time", [(30, 0.63)], 30)
+    rand = _run("random-keep", [(28, 0.55)], 28, keep=0.25)
+    pair = compare_pair(base, sift, 0.5, equal, rand)
+    assert pair["sifted_minus_equal_time"] == pytest.approx(14.0) and pair["sifted_minus_random"] == pytest.approx(22.0)
+    text = verdict(pair, sift["sift"])
+    assert text.startswith("Sifting beat a baseline given the same time (+14.00 points)")
+    assert "selection beat keeping the same fraction at random (+22.00 points)" in text
+    assert "fewer steps" not in text and "ended +13.00 points above the full baseline" in text
+    # over seeds, "beat" needs more than two standard errors
+    pairs = [dict(pair, sifted_minus_equal_time=v) for v in (3.0, -2.0, 2.0)]
+    summary = summarise_seeds(pairs)
+    assert summary["sifted_minus_equal_time"]["within_noise"] and not summary["sifted_minus_equal_time"]["beats"]
+    assert verdict(pairs[0], sift["sift"], summary).startswith("Train less")

@@ -71,6 +71,7 @@ def test_hf_trainer_runs_sifted_epochs(tmp_path: Path) -> None:
     assert stats.raw_samples == 192 and 0 < stats.kept_samples < 192
     assert len(stats.epochs) == 2
     assert out.global_step <= 2 * 12
+    assert trainer.sifting_loader.indices.available  # sample identity through accelerate's loader wrapper
 
 
 def test_lightning_example() -> None:

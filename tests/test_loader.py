@@ -168,3 +168,35 @@ def test_nan_losses_never_crash() -> None:
     with pytest.warns(RuntimeWarning):
         list(loader)
     assert loader.stats.nonfinite == 13  # one per raw batch (13 batches of 100 samples)
+
+
+def test_memory_mode_scores_only_unknown_or_stale_samples_and_record_feeds_it() -> None:
+    def make(max_age: int | None) -> SiftingDataLoader:
+        return SiftingDataLoader(_tuple_loader(n=96, batch=8), torch.nn.Linear(4, 2), cross_entropy_loss,
+                                 SiftConfig(beta=1.0, scoring="memory", memory_max_age=max_age, seed=0))
+
+    forever = make(None)
+    list(forever)
+    assert forever.stats.scored_samples == 96 and forever.stats.memory_samples == 0
+    list(forever)
+    assert forever.stats.scored_samples == 96 and forever.stats.memory_samples == 96  # epoch 2 from memory
+
+    strict = make(0)  # a loss from the previous epoch is already too old
+    for _ in range(2):
+        list(strict)
+    assert strict.stats.scored_samples == 192
+
+    fed = make(0)
+    trained: list[int] = []
+    for batch in fed:  # record() files the training forward's losses under the yielded batch's own indices
+        fed.record(torch.full((batch[0].shape[0],), 42.0))
+        trained += (batch[0][:, 0] * 1e6).round().long().tolist()
+    remembered = fed.memory.read(torch.arange(96))
+    firsts = (fed.dataloader.dataset.tensors[0][:, 0] * 1e6).round().long().tolist()
+    assert {firsts[i] for i in (remembered == 42.0).nonzero().flatten().tolist()} == set(trained)
+    assert len(trained) == fed.stats.kept_samples < 96
+    with pytest.raises(ValueError, match="record\\(\\) got 3 losses"):
+        fed.record(torch.zeros(3))
+    with pytest.raises(ValueError, match="scoring='memory' needs sample indices"):
+        SiftingDataLoader([(torch.zeros(2, 4), torch.zeros(2).long())], torch.nn.Linear(4, 2), cross_entropy_loss,
+                          SiftConfig(scoring="memory"), batch_size=2)

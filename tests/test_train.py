@@ -25,9 +25,9 @@ def test_lr_schedule_warms_up_and_fully_decays() -> None:
     assert lr_factor(0.5, 0.0, "constant") == 1.0
 
 
-@pytest.mark.parametrize("sift", [True, False])
-def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, sift: bool) -> None:
-    raw = tiny_recipe_dict(text_csv, checkpoint_every_steps=3, **{"sift.enabled": sift})
+@pytest.mark.parametrize("sift,scoring", [(True, "fresh"), (True, "memory"), (False, "fresh")])
+def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, sift: bool, scoring: str) -> None:
+    raw = tiny_recipe_dict(text_csv, checkpoint_every_steps=3, **{"sift.enabled": sift, "sift.scoring": scoring})
     recipe = validate_recipe(raw)
 
     def fresh():
@@ -139,3 +139,15 @@ def test_reducible_run_charges_its_reference_and_counts_noisy_labels(tmp_path: P
     noise = m["label_noise"]
     assert noise["rate"] == pytest.approx(0.3, abs=0.01) and 0 <= noise["kept_share_after_delay"] <= 1
     assert m["keep"]["achieved"] == pytest.approx(0.25, abs=0.05)
+
+
+def test_memory_scoring_skips_the_forward_for_remembered_samples(tmp_path: Path, text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.scoring": "memory", "sift.sift_delay": 0}))
+    _, m = run_train(recipe, output=str(tmp_path / "run"))
+    n = 120  # training rows of the tiny data
+    assert m["raw_samples"] == 3 * n
+    assert m["samples_scored"] == n  # the first epoch only: after it every loss is remembered (no age limit)
+    assert m["samples_from_memory"] == 2 * n
+    fresh = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.sift_delay": 0})),
+                      output=str(tmp_path / "fresh"))[1]
+    assert fresh["samples_scored"] == 3 * n and fresh["samples_from_memory"] == 0

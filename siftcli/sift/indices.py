@@ -46,7 +46,10 @@ class IndexTracker:
         self._record.clear()
 
     def next(self) -> torch.Tensor | None:
-        if not self.available or not self._record:
+        if not self.available:
+            return None
+        if not self._record:  # drawn by a path the recorder does not see: give up on indices, never guess
+            self.available = False
             return None
         return torch.tensor(self._record.popleft(), dtype=torch.long)
 
@@ -54,6 +57,8 @@ class IndexTracker:
 def _install(dataloader: Any, record: deque) -> bool:
     from torch.utils.data import DataLoader, IterableDataset
 
+    # accelerate's DataLoaderShard (the HF Trainer's loader) iterates a wrapped base_dataloader
+    dataloader = getattr(dataloader, "base_dataloader", dataloader)
     if not isinstance(dataloader, DataLoader) or isinstance(dataloader.dataset, IterableDataset):
         return False
     if dataloader.batch_sampler is None:  # batch_size=None: the dataset yields whole batches

@@ -19,6 +19,7 @@ from siftcli.sift import batching
 from siftcli.sift.distributed import agree_across_ranks
 from siftcli.sift.indices import IndexTracker
 from siftcli.sift.losses import PerSampleLoss
+from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import SiftConfig, Sifter
@@ -35,6 +36,7 @@ class BatchDecision:
     scores: torch.Tensor | None  # what was ranked: the losses, or the reducible losses
     indices: torch.Tensor | None  # dataset indices, where the loader could tell them
     delayed: bool  # decided inside the sift delay (everything kept)
+    scored: int = 0  # samples that went through a scoring forward (the rest, if losses is set, came from memory)
 
 
 BatchHook = Callable[[BatchDecision], None]
@@ -61,6 +63,10 @@ class SiftingDataLoader:
         padding_side: ``right`` or ``left``, as the tokenizer padded.
         reference_losses: ``Tensor[len(dataset)]``, a reference model's loss per training sample, for
             ``SiftConfig(score="reducible")`` (``siftcli.reference`` computes them cross-fitted).
+
+    Call :meth:`record` with the training forward's per-sample losses of each yielded batch to feed
+    the loss memory for free (siftcli's own loop does); ``SiftConfig(scoring="memory")`` then skips
+    the scoring forward for every sample it remembers.
     """
 
     def __init__(
@@ -91,8 +97,13 @@ class SiftingDataLoader:
         self.device = torch.device(device) if device is not None else _model_device(model)
         self.scorer = Scorer(model, loss_fn, self.device, scoring_precision(precision, self.device, "fp32"), reference_losses)
         self.indices = IndexTracker(dataloader)
-        if reference_losses is not None and not self.indices.available:
-            raise ValueError("reducible-loss scoring needs sample indices: wrap a DataLoader over a map-style dataset")
+        needs = [what for what, on in (("reducible-loss scoring", reference_losses is not None),
+                                       ("scoring='memory'", self.config.scoring == "memory")) if on]
+        if needs and not self.indices.available:
+            raise ValueError(f"{needs[0]} needs sample indices: wrap a DataLoader over a map-style dataset")
+        self.memory = LossMemory(_dataset_len(dataloader) or 0)
+        self.index_packer = batching.Packer(self.batch_size)
+        self._last_indices: torch.Tensor | None = None
         self.batch_transform = batch_transform
         self.yield_on_device = yield_on_device
         self.packer = batching.Packer(self.batch_size, pad_values, padding_side)
@@ -100,7 +111,7 @@ class SiftingDataLoader:
         self.stats = SiftStats(target_keep_fraction=self.config.target_keep_fraction)
         self.epoch = 0
         self._raw_in_epoch = 0
-        self._pending: list[Any] = []  # full batches packed from one raw batch, not yet yielded
+        self._pending: list[tuple[Any, torch.Tensor | None]] = []  # (batch, its indices) packed, not yet yielded
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
         self._on_batch: list[BatchHook] = []
@@ -128,6 +139,18 @@ class SiftingDataLoader:
         kept = delayed_samples + (n_samples - delayed_samples) * self.config.target_keep_fraction
         return max(1, math.ceil(kept / self.batch_size)) if n_samples else 0
 
+    def record(self, losses: torch.Tensor) -> None:
+        """Remember the training forward's per-sample losses of the batch just yielded (free scores).
+
+        A no-op where the loader cannot tell sample indices (see :mod:`siftcli.sift.indices`).
+        """
+        if self._last_indices is None:
+            return
+        losses = losses.detach().flatten()
+        if losses.numel() != self._last_indices.numel():
+            raise ValueError(f"record() got {losses.numel()} losses for a batch of {self._last_indices.numel()} samples")
+        self.memory.write(self._last_indices, losses, self.epoch)
+
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
         self._on_batch.append(hook)
@@ -142,6 +165,7 @@ class SiftingDataLoader:
             self.sifter.start_epoch()
             self._raw_in_epoch = 0
             self.packer.clear()
+            self.index_packer.clear()
             self._pending = []
         skip = self._raw_in_epoch
         self._resume_mid_epoch = False
@@ -161,7 +185,8 @@ class SiftingDataLoader:
             self.stats.data_wait_seconds += time.perf_counter() - t0
             self._pending = self._step(raw, self.indices.next())
             yield from self._flush()
-        self._pending = self.packer.drain(full_only=False)
+        self._pending = self._pair(self.packer.drain(full_only=False),
+                                   self.index_packer.drain(full_only=False) if self.indices.available else None)
         yield from self._flush()
         self.epoch += 1
         self.sifter.start_epoch()
@@ -169,33 +194,56 @@ class SiftingDataLoader:
         self._active = False
 
     # -- one raw batch ----------------------------------------------------------------------
-    def _step(self, raw: Any, indices: torch.Tensor | None) -> list[Any]:
+    def _step(self, raw: Any, indices: torch.Tensor | None) -> list[tuple[Any, torch.Tensor | None]]:
         """Score, decide, agree, count and pack one raw batch; return the full batches it completes."""
         if self.batch_transform is not None:
             raw = self.batch_transform(raw)
+        if indices is None and (self.config.scoring == "memory" or self.scorer.reference_losses is not None):
+            raise RuntimeError("the loader lost track of sample indices, which this sifting mode needs "
+                               "(was the DataLoader iterated before it was wrapped?)")
         n = batching.batch_size(raw)
         delayed = self.sifter.in_delay
-        losses = self.scorer.losses(raw) if self.sifter.wants_scores(n) else None
-        if losses is not None and losses.numel() != n:
-            raise ValueError(f"the loss function returned {losses.numel()} losses for a batch of {n} samples")
+        losses, scored = self._losses(raw, indices, n) if self.sifter.wants_scores(n) else (None, 0)
         scores = None if losses is None else self.scorer.scores(losses, indices)
         mask = self.sifter.decide(scores, n)
         if not delayed:
             mask = agree_across_ranks(mask, self.sifter.generator, self.device)
         self._raw_in_epoch += 1
-        self.stats.count(self.epoch, n, int(mask.sum()), delayed, losses is not None)
+        self.stats.count(self.epoch, n, int(mask.sum()), delayed, scored, 0 if losses is None else n - scored)
         self.stats.nonfinite = self.sifter.nonfinite
         self.stats.scoring_seconds = self.scorer.seconds
         for hook in self._on_batch:
-            hook(BatchDecision(raw, mask, losses, scores, indices, delayed))
+            hook(BatchDecision(raw, mask, losses, scores, indices, delayed, scored))
         t1 = time.perf_counter()
-        out = self.packer.add(raw, mask)
+        out = self._pair(self.packer.add(raw, mask), None if indices is None else self.index_packer.add(indices, mask))
         self.stats.packing_seconds += time.perf_counter() - t1
         return out
 
+    def _losses(self, raw: Any, indices: torch.Tensor | None, n: int) -> tuple[torch.Tensor, int]:
+        """The batch's losses and how many needed a scoring forward (all, or in memory mode the unknown ones)."""
+        todo = None
+        if self.config.scoring == "memory" and indices is not None:
+            todo = (~self.memory.known(indices, self.epoch, self.config.memory_max_age)).nonzero().flatten()
+            if todo.numel() == 0:
+                return self.memory.read(indices), 0
+        part = raw if todo is None or todo.numel() == n else batching.select(raw, todo)
+        fresh = self.scorer.losses(part)
+        expected = n if part is raw else todo.numel()
+        if fresh.numel() != expected:
+            raise ValueError(f"the loss function returned {fresh.numel()} losses for a batch of {expected} samples")
+        if indices is None:
+            return fresh, n
+        self.memory.write(indices if part is raw else indices[todo], fresh, self.epoch)
+        return (fresh, n) if part is raw else (self.memory.read(indices), expected)
+
+    @staticmethod
+    def _pair(batches: list[Any], index_batches: list[Any] | None) -> list[tuple[Any, torch.Tensor | None]]:
+        """Packed batches with their indices (packed by the same masks, so they line up one to one)."""
+        return list(zip(batches, index_batches if index_batches is not None else [None] * len(batches)))
+
     def _flush(self) -> Iterator[Any]:
         while self._pending:  # popped before yielding, so a checkpoint between yields loses nothing
-            batch = self._pending.pop(0)
+            batch, self._last_indices = self._pending.pop(0)
             self.stats.count_batch(self.epoch)
             yield batching.to_device(batch, self.device) if self.yield_on_device else batch
 
@@ -208,7 +256,10 @@ class SiftingDataLoader:
             "epoch": self.epoch,
             "raw_in_epoch": self._raw_in_epoch,
             "packer": self.packer.state_dict(),
-            "pending": [batching.to_device(b, "cpu") for b in self._pending],
+            "index_packer": self.index_packer.state_dict(),
+            "pending": [(batching.to_device(b, "cpu"), i) for b, i in self._pending],
+            "last_indices": self._last_indices,
+            "memory": self.memory.state_dict(),
             "stats": self.stats.to_dict(),
         }
 
@@ -216,8 +267,11 @@ class SiftingDataLoader:
         self.sifter.load_state_dict(state["sifter"])
         self.epoch = int(state["epoch"])
         self._raw_in_epoch = int(state["raw_in_epoch"])
-        self.packer.load_state_dict(state.get("packer") or {"buffer": state["buffer"], "buffered": state["buffered"]})
-        self._pending = list(state.get("pending", []))
+        self.packer.load_state_dict(state["packer"])
+        self.index_packer.load_state_dict(state["index_packer"])
+        self._pending = [tuple(p) for p in state["pending"]]
+        self._last_indices = state["last_indices"]
+        self.memory.load_state_dict(state["memory"])
         self._resume_mid_epoch = self._raw_in_epoch > 0
         self.stats = SiftStats.from_dict(state["stats"])
         self.scorer.seconds = self.stats.scoring_seconds

@@ -34,6 +34,11 @@ class SiftConfig:
     - ``score``: what is ranked: ``loss``, or ``reducible`` (loss minus a reference model's loss on the
       same sample; the loader needs ``reference_losses`` and sample indices).
     - ``keep_fraction``: the kept fraction for ``calibrated`` and ``random`` instead of ``1/(1+beta)``.
+    - ``scoring``: ``fresh`` runs a scoring forward on every raw batch; ``memory`` decides samples
+      whose loss is remembered (from the training forward or an earlier scoring pass, see
+      :mod:`siftcli.sift.memory`) without one, and scores only the unknown ones.
+    - ``memory_max_age``: with ``memory``, a remembered loss older than this many epochs is scored
+      again (``None``: never; it is refreshed whenever the sample is trained).
     - ``seed``: seeds the generator behind every keep decision.
     """
 
@@ -44,6 +49,8 @@ class SiftConfig:
     mode: Mode = "probabilistic"
     score: Score = "loss"
     keep_fraction: float | None = None
+    scoring: Literal["fresh", "memory"] = "fresh"
+    memory_max_age: int | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -57,6 +64,10 @@ class SiftConfig:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.score not in ("loss", "reducible"):
             raise ValueError(f"score must be 'loss' or 'reducible', got {self.score!r}")
+        if self.scoring not in ("fresh", "memory"):
+            raise ValueError(f"scoring must be 'fresh' or 'memory', got {self.scoring!r}")
+        if self.memory_max_age is not None and int(self.memory_max_age) < 0:
+            raise ValueError(f"memory_max_age must be 0 or more epochs, got {self.memory_max_age!r}")
         if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
             raise ValueError(f"keep_fraction must be in (0, 1], got {self.keep_fraction!r}")
 

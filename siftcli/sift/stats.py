@@ -45,7 +45,8 @@ class SiftStats(_KeepFractions):
 
     target_keep_fraction: float
     raw_samples: int = 0
-    scored_samples: int = 0
+    scored_samples: int = 0  # samples that went through a scoring forward
+    memory_samples: int = 0  # samples decided from remembered losses, without one
     kept_samples: int = 0
     sifted_raw_samples: int = 0
     sifted_kept_samples: int = 0
@@ -62,10 +63,11 @@ class SiftStats(_KeepFractions):
             self.epochs.append(EpochStats(epoch=epoch))
         return self.epochs[-1]
 
-    def count(self, epoch: int, n: int, kept: int, delayed: bool, scored: bool) -> None:
-        """One raw batch of ``n`` samples of which ``kept`` survived."""
+    def count(self, epoch: int, n: int, kept: int, delayed: bool, scored: int, from_memory: int = 0) -> None:
+        """One raw batch of ``n`` samples of which ``kept`` survived, ``scored`` by a forward, ``from_memory`` not."""
         es = self.epoch_stats(epoch)
-        self.scored_samples += n if scored else 0
+        self.scored_samples += scored
+        self.memory_samples += from_memory
         for s in (self, es):
             s.raw_samples += n
             s.kept_samples += kept

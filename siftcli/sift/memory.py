@@ -1,0 +1,49 @@
+"""Loss memory: each sample's last known loss, by dataset index, and the epoch it was recorded in.
+
+Fed for free by the training forward (``SiftingDataLoader.record``) and by scoring passes. In
+``scoring="memory"`` mode a sample whose remembered loss is young enough is decided from memory,
+without a scoring forward: only unknown (or, with an age limit, stale) samples are scored. A
+sample's loss changes slowly between visits, and every sample still has a chance to be kept
+(``percentile ** beta`` > 0), so a stale low loss is refreshed whenever the sample is trained
+(Selective-Backprop's stale variant; InfoBatch scores only from the training forward).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class LossMemory:
+    """``loss[i]`` and ``epoch[i]`` (-1: never seen) for every dataset index ``i``; grows as needed."""
+
+    def __init__(self, n: int = 0) -> None:
+        self.loss = torch.full((n,), float("nan"))
+        self.epoch = torch.full((n,), -1, dtype=torch.long)
+
+    def _grow(self, top: int) -> None:
+        if top >= self.loss.numel():
+            extra = top + 1 - self.loss.numel()
+            self.loss = torch.cat([self.loss, torch.full((extra,), float("nan"))])
+            self.epoch = torch.cat([self.epoch, torch.full((extra,), -1, dtype=torch.long)])
+
+    def known(self, indices: torch.Tensor, epoch: int, max_age: int | None) -> torch.Tensor:
+        """Which of ``indices`` have a finite loss recorded at most ``max_age`` epochs ago (``None``: any age)."""
+        self._grow(int(indices.max()))
+        seen = (self.epoch[indices] >= 0) & torch.isfinite(self.loss[indices])
+        return seen if max_age is None else seen & (epoch - self.epoch[indices] <= max_age)
+
+    def write(self, indices: torch.Tensor, losses: torch.Tensor, epoch: int) -> None:
+        self._grow(int(indices.max()))
+        self.loss[indices] = losses.detach().float().flatten().cpu()
+        self.epoch[indices] = epoch
+
+    def read(self, indices: torch.Tensor) -> torch.Tensor:
+        return self.loss[indices].clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"loss": self.loss.clone(), "epoch": self.epoch.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.loss, self.epoch = state["loss"].clone(), state["epoch"].clone()
