@@ -147,6 +147,7 @@ def build_workload(recipe: Recipe) -> Workload:
         label_dtype = torch.float32 if TASKS[recipe.task].labels == "float" else torch.long
         collate = PadCollator(pad_values["input_ids"], padding_side, label_dtype)
     noisy = _flip_labels(train_rows, len(splits.label_names or []), recipe.data.label_noise, recipe.seed)
+    torch.manual_seed(recipe.seed)  # random-init weights (config: models, new heads) follow the recipe's seed
     model = build_model(
         recipe.task, m.source, num_labels=num_labels, from_scratch=m.from_scratch,
         config_overrides=m.config_overrides, revision=m.revision, label_names=splits.label_names,

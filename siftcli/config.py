@@ -97,7 +97,7 @@ class SiftSpec(_Strict):
     score: Literal["loss", "reducible"] = "loss"
     keep_fraction: float | None = Field(default=None, gt=0, le=1, description="calibrated/random: kept fraction instead of 1/(1+beta)")
     scoring: Literal["fresh", "memory"] = "fresh"
-    memory_max_age: int | None = Field(default=None, ge=0, description="memory: rescore losses older than this many epochs")
+    memory_max_age: int | None = Field(default=1, ge=0, description="memory: rescore losses older than this many epochs (null: never)")
     reference: ReferenceSpec = Field(default_factory=ReferenceSpec)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 

@@ -142,12 +142,16 @@ def test_reducible_run_charges_its_reference_and_counts_noisy_labels(tmp_path: P
 
 
 def test_memory_scoring_skips_the_forward_for_remembered_samples(tmp_path: Path, text_csv: Path) -> None:
-    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.scoring": "memory", "sift.sift_delay": 0}))
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.scoring": "memory", "sift.sift_delay": 0,
+                                                                     "sift.memory_max_age": None}))
     _, m = run_train(recipe, output=str(tmp_path / "run"))
     n = 120  # training rows of the tiny data
     assert m["raw_samples"] == 3 * n
     assert m["samples_scored"] == n  # the first epoch only: after it every loss is remembered (no age limit)
     assert m["samples_from_memory"] == 2 * n
+    aged = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.scoring": "memory", "sift.sift_delay": 0})),
+                     output=str(tmp_path / "aged"))[1]  # default age limit 1: epoch 2 rescores what epoch 1 did not train
+    assert n < aged["samples_scored"] < 2 * n and aged["samples_scored"] + aged["samples_from_memory"] == 3 * n
     fresh = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.sift_delay": 0})),
                       output=str(tmp_path / "fresh"))[1]
     assert fresh["samples_scored"] == 3 * n and fresh["samples_from_memory"] == 0

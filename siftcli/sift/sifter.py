@@ -38,7 +38,8 @@ class SiftConfig:
       whose loss is remembered (from the training forward or an earlier scoring pass, see
       :mod:`siftcli.sift.memory`) without one, and scores only the unknown ones.
     - ``memory_max_age``: with ``memory``, a remembered loss older than this many epochs is scored
-      again (``None``: never; it is refreshed whenever the sample is trained).
+      again (default 1: at least every other epoch). ``None`` never rescores, which is unsafe: a
+      sample never kept keeps its first score, often from a model that had learnt nothing yet.
     - ``seed``: seeds the generator behind every keep decision.
     """
 
@@ -50,7 +51,7 @@ class SiftConfig:
     score: Score = "loss"
     keep_fraction: float | None = None
     scoring: Literal["fresh", "memory"] = "fresh"
-    memory_max_age: int | None = None
+    memory_max_age: int | None = 1
     seed: int = 0
 
     def __post_init__(self) -> None:
