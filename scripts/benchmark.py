@@ -48,7 +48,7 @@ ARMS = ("baseline", "loss", "reducible", "equal-time", "random-keep")
 def run_regime(name: str, seeds: list[int], extra: list[str], out_root: Path) -> dict[str, Any]:
     """Every arm of one regime over ``seeds``; returns per-seed metrics (brief) by arm."""
     from siftcli.config import load_recipe
-    from siftcli.runner import equal_time_steps, prepare, random_keep_fraction, run_arm
+    from siftcli.runner import equal_time_recipe, prepare, random_keep_fraction, run_arm
 
     recipe_file, overrides, _ = REGIMES[name]
     path = ROOT / "recipes" / "benchmarks" / recipe_file
@@ -62,8 +62,8 @@ def run_regime(name: str, seeds: list[int], extra: list[str], out_root: Path) ->
         arms["baseline"] = run_arm(workload, initial, r, folder / "baseline", "baseline")
         for score in ("loss", "reducible"):
             arms[score] = run_arm(workload, initial, r, folder / score, "sifted", sift=True, score=score)
-        steps = equal_time_steps(arms["baseline"], arms["reducible"])
-        arms["equal-time"] = run_arm(workload, initial, r.model_copy(update={"max_steps": steps}), folder / "equal-time", "equal-time")
+        arms["equal-time"] = run_arm(workload, initial, equal_time_recipe(r, arms["baseline"], arms["reducible"]),
+                                     folder / "equal-time", "equal-time")
         arms["random-keep"] = run_arm(workload, initial, r, folder / "random-keep", "random-keep", sift=True, mode="random",
                                       score="loss", keep_fraction=random_keep_fraction(arms["reducible"]))
         per_seed.append({arm: _brief(m) for arm, m in arms.items()})

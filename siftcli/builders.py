@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ class Workload:
     pad_values: dict[str, float] = field(default_factory=dict)
     padding_side: str = "right"
     noisy: torch.Tensor | None = None  # bool per training sample: label flipped by data.label_noise
+    processor: Any = None  # the tokenizer or image processor, saved beside the trained model
 
     @property
     def higher_is_better(self) -> bool:
@@ -101,6 +103,12 @@ def import_loss(spec: str) -> PerSampleLoss:
         raise SiftcliError(f"loss: module {module_name!r} has no attribute {attr!r}") from None
     if not callable(fn):
         raise SiftcliError(f"loss: {spec!r} is not callable; expected (model, batch) -> Tensor[n]")
+    try:
+        inspect.signature(fn).bind(None, None)
+    except TypeError:
+        raise SiftcliError(f"loss: {spec!r} cannot be called as (model, batch); expected (model, batch) -> Tensor[n]") from None
+    except ValueError:  # no signature to inspect (some builtins): find out when it runs
+        pass
     return fn
 
 
@@ -137,7 +145,7 @@ def build_workload(recipe: Recipe) -> Workload:
         tok_source = m.tokenizer or m.source
         if tok_source.startswith("config:"):
             raise SiftcliError("model.tokenizer: a model built from config: needs a tokenizer source (e.g. builtin:minilm)")
-        tokenizer = load_tokenizer(tok_source)
+        tokenizer = processor = load_tokenizer(tok_source)
         padding_side = tokenizer.padding_side
         pad_values["input_ids"] = tokenizer.pad_token_id or 0
         train_rows = _tokenize(splits.train, tokenizer, recipe, splits.input_column)
@@ -152,14 +160,29 @@ def build_workload(recipe: Recipe) -> Workload:
         recipe.task, m.source, num_labels=num_labels, from_scratch=m.from_scratch,
         config_overrides=m.config_overrides, revision=m.revision, label_names=splits.label_names,
     )
+    if TASKS[recipe.task].inputs == "text":
+        _check_fits(model, recipe, len(tokenizer))
     if TASKS[recipe.task].labels == "tokens" and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_values.get("input_ids", 0)
     loss_fn = import_loss(recipe.loss) if ":" in recipe.loss else HFLoss(TASKS[recipe.task].loss_kind(recipe.loss))
     return Workload(
         task=recipe.task, model=model, train_data=train_rows, eval_data=eval_rows, collate=collate,
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
-        pad_values=pad_values, padding_side=padding_side, noisy=noisy,
+        pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor,
     )
+
+
+def _check_fits(model: torch.nn.Module, recipe: Recipe, vocab: int) -> None:
+    """Refuse a model that would index past its embeddings at the first batch (a traceback mid-run otherwise)."""
+    config = model.config
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if positions and recipe.max_length > positions:
+        raise SiftcliError(f"max_length {recipe.max_length} is longer than the model's {positions} position embeddings; "
+                           "lower max_length or raise max_position_embeddings")
+    size = getattr(config, "vocab_size", None)
+    if size and vocab > size:
+        raise SiftcliError(f"model: the tokenizer has {vocab} tokens but the model's vocab_size is {size}; "
+                           "use the model's own tokenizer or a larger vocab_size")
 
 
 def _flip_labels(rows: list[dict[str, Any]], n_classes: int, fraction: float, seed: int) -> torch.Tensor | None:
@@ -278,3 +301,27 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
         precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
         padding_side=workload.padding_side, reference_losses=reference_losses if config.score == "reducible" else None,
     )
+
+
+def save_model(workload: Workload, folder: Any) -> None:
+    """The trained model in the ecosystem's own form (``save_pretrained``, with its tokenizer or processor),
+    loadable with ``from_pretrained`` and usable as ``model.source`` of another recipe.
+
+    Written to a temporary sibling folder and renamed, so a half-written model never sits at ``folder``.
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(folder)
+    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        workload.model.save_pretrained(tmp)
+        if workload.processor is not None:
+            workload.processor.save_pretrained(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        tmp.rename(folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

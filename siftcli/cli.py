@@ -44,16 +44,21 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(2) from None
         except RunInterrupted as exc:
             if exc.resumable:
-                msg = (f"siftcli: interrupted; partial results kept in {exc.run_dir} (metrics.json status 'interrupted'); "
+                msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (metrics.json status 'interrupted'); "
                        f"continue with: siftcli train <recipe> --resume {exc.run_dir}")
             else:
-                msg = (f"siftcli: interrupted; finished arms kept in {exc.run_dir} (status 'interrupted'); "
+                msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
                        "run the command again to start over")
             err_console.print(msg, markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(130) from None
+            raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err_console.print("siftcli: interrupted before training started; nothing was lost")
+            err_console.print("siftcli: interrupted outside training (loading or writing); finished files are complete")
             raise typer.Exit(130) from None
+        except OSError as exc:  # a full disk or a vanished folder while writing: files are written atomically
+            where = f" ({exc.filename})" if exc.filename else ""
+            err_console.print(f"siftcli: error: {exc.strerror or exc}{where}; files already written are complete, "
+                              "the one being written was not", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
 
     return wrapper
 
@@ -117,18 +122,12 @@ def train(
     from siftcli.report import run_table
     from siftcli.runner import run_train
 
-    cfg = _load(recipe, set_)
-    if resume:
-        from pathlib import Path
-
-        from siftcli.config import load_recipe
-
-        saved = Path(resume) / "recipe.yaml"
-        if saved.exists():
-            cfg = load_recipe(saved, set_)
+    cfg = _load(recipe, set_)  # with --resume, checked against the run folder's saved recipe
     with _Progress(not quiet) as progress:
         run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=progress, resume=resume)
     console.print(run_table(metrics, str(run_dir)))
+    if (run_dir / "model").is_dir():
+        console.print(f"[dim]model (save_pretrained; usable as model.source): {run_dir / 'model'}[/dim]")
     for plot in sorted(run_dir.glob("*.png")):
         console.print(f"[dim]plot: {plot}[/dim]")
 

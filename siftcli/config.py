@@ -20,7 +20,7 @@ from siftcli.tasks import TASKS, TaskName
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class ModelSpec(_Strict):
@@ -48,6 +48,17 @@ class DataSpec(_Strict):
     image_column: str = "image"
     label_column: str = "label"
     label_names: list[str] | None = None
+
+    @field_validator("label_names")
+    @classmethod
+    def _distinct(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None:
+            if len(v) < 2:
+                return v  # checked against the data, which names the offending label
+            twice = next((name for name in v if v.count(name) > 1), None)
+            if twice is not None:
+                raise ValueError(f"{twice!r} is listed twice; each class needs one name")
+        return v
     column_names: list[str] | None = None  # for csv/tsv files without a header row
     max_train_samples: int | None = Field(default=None, ge=1)
     max_eval_samples: int | None = Field(default=None, ge=1)
@@ -131,7 +142,7 @@ class Recipe(_Strict):
     optim: OptimSpec = Field(default_factory=OptimSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     sift: SiftSpec = Field(default_factory=SiftSpec)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=2**31)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     compile: bool = False
@@ -180,16 +191,28 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> 
     return validate_recipe(raw, str(path))
 
 
+MAX_RECIPE_BYTES = 1_000_000
+MAX_YAML_DEPTH = 64
+MAX_YAML_ALIASES = 100
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
+    """Read a recipe; bounded in size, nesting and aliases, so no input can hang or exhaust memory."""
     if not path.exists():
-        raise SiftcliError(f"{path}: recipe file not found")
+        broken = " (a broken or looping symbolic link)" if path.is_symlink() else ""
+        raise SiftcliError(f"{path}: recipe file not found{broken}")
     if path.is_dir():
         raise SiftcliError(f"{path}: is a folder; expected a recipe .yaml file")
+    if not path.is_file():  # a FIFO or device would block or never end
+        raise SiftcliError(f"{path}: is not a regular file; expected a recipe .yaml file")
+    if path.stat().st_size > MAX_RECIPE_BYTES:
+        raise SiftcliError(f"{path}: {path.stat().st_size} bytes; a recipe is at most {MAX_RECIPE_BYTES} bytes")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SiftcliError(f"{path}: cannot read recipe ({exc.__class__.__name__}: {exc})") from None
     try:
+        _check_yaml_shape(text, path)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -201,6 +224,22 @@ def read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SiftcliError(f"{path}: recipe must be a mapping of keys, got a {type(data).__name__}")
     return data
+
+
+def _check_yaml_shape(text: str, path: Path) -> None:
+    """Walk the YAML event stream (no recursion) and refuse deep nesting and alias expansion bombs."""
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise SiftcliError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise SiftcliError(f"{path}: more than {MAX_YAML_ALIASES} YAML aliases (*name); write the values out")
 
 
 def apply_override(raw: dict[str, Any], item: str) -> None:

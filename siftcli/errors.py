@@ -12,7 +12,12 @@ class SiftcliError(Exception):
 class RunInterrupted(Exception):
     """Raised after Ctrl-C once the partial results are safely on disk."""
 
-    def __init__(self, run_dir: str, resumable: bool = True) -> None:
+    def __init__(self, run_dir: str, resumable: bool = True, signal: str = "SIGINT") -> None:
         super().__init__(run_dir)
         self.run_dir = run_dir
         self.resumable = resumable  # a single run continues with --resume; compare/sweep start over
+        self.signal = signal  # SIGINT (Ctrl-C) or SIGTERM (timeout, Slurm, docker stop)
+
+    @property
+    def exit_code(self) -> int:
+        return 143 if self.signal == "SIGTERM" else 130

@@ -22,6 +22,8 @@ def resolve_source(source: str, key: str = "model.source") -> str:
     if source.startswith("builtin:"):
         raise SiftcliError(f"{key}: unknown built-in model {source!r}; known: builtin:minilm")
     path = Path(source).expanduser()
+    if path.is_symlink() and not path.exists():
+        raise SiftcliError(f"{key}: {source!r} is a broken or looping symbolic link")
     if path.exists():
         if not path.is_dir():
             raise SiftcliError(f"{key}: {source!r} is a file; expected a model folder or a hub id")
@@ -51,6 +53,10 @@ def load_tokenizer(source: str, key: str = "model.tokenizer") -> Any:
         tok = AutoTokenizer.from_pretrained(path)
     except Exception as exc:
         raise _hub_error("tokenizer", source, exc, key) from None
+    unk = tok.unk_token_id
+    if unk is not None and all(i == unk for i in tok("the and of a", add_special_tokens=False)["input_ids"]):
+        raise SiftcliError(f"{key}: tokenizer {source!r} maps every word to its unknown token; its vocabulary files are "
+                           "missing or empty")
     if tok.pad_token is None:  # causal LMs often ship without one
         tok.pad_token = tok.eos_token or tok.unk_token
     return tok
@@ -99,9 +105,9 @@ def build_model(
         model_type = source.split(":", 1)[1]
         try:
             config = AutoConfig.for_model(model_type, **extra)
-        except (ValueError, TypeError) as exc:
-            raise SiftcliError(f"model.source: cannot build config {model_type!r}: {str(exc).splitlines()[0]}") from None
-        return auto.from_config(config)
+            return auto.from_config(config)
+        except (ValueError, TypeError, KeyError) as exc:  # e.g. hidden_size not a multiple of the heads
+            raise SiftcliError(f"model.source: cannot build config {model_type!r}: {str(exc).strip().splitlines()[0][:200]}") from None
     path = resolve_source(source)
     try:
         config = AutoConfig.from_pretrained(path, revision=revision, **extra)
@@ -113,4 +119,8 @@ def build_model(
     except (ValueError, TypeError, KeyError) as exc:
         raise SiftcliError(f"model.source: {source!r} cannot be used for {task}: {str(exc).splitlines()[0][:200]}") from None
     except Exception as exc:
+        if Path(path).is_dir():  # a local folder: its files are at fault, not the network or the cache
+            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
+            raise SiftcliError(f"model.source: folder {source!r} cannot be loaded ({first}); "
+                               "expected a model saved with save_pretrained (config.json and weights)") from None
         raise _hub_error("model", source, exc, "model.source") from None

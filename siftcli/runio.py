@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +26,13 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def _default_mode(path: str) -> None:
+    """mkstemp creates files 0600; results should get the mode any other file would (0666 less the umask)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write to a temporary file in the same folder, then rename over the target."""
     path = Path(path)
@@ -33,6 +42,7 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        _default_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -51,6 +61,7 @@ def atomic_torch_save(path: Path, obj: Any) -> None:
     os.close(fd)
     try:
         torch.save(obj, tmp)
+        _default_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -92,19 +103,69 @@ class JsonlLog:
         self.close()
 
 
+RESULT_FILES = ("metrics.json", "compare.json", "sweep.json", "variants.json", "checkpoint.pt")
+
+
 def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs", suffix: str = "") -> Path:
-    """``runs/<name>-<timestamp>/`` unless ``output`` names a folder; checks it is writable."""
+    """``runs/<name>-<timestamp>/`` unless ``output`` names a folder; never a folder that already holds a run.
+
+    The folder is checked writable and claimed by this process (see :func:`claim`).
+    """
     if output is not None:
+        if not str(output).strip():
+            raise SiftcliError("--output '': expected a folder path")
         path = Path(output)
+        found = [f for f in RESULT_FILES if (path / f).exists()] if path.is_dir() else []
+        if found:
+            raise SiftcliError(f"--output {path}: already holds a run ({found[0]}); choose another folder, "
+                               f"or continue an interrupted one with --resume {path}")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = Path(root) / f"{name}{suffix}-{stamp}"
+        safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "run"  # a name never leaves runs/
+        path = Path(root) / f"{safe}{suffix}-{stamp}"
         n = 1
         while path.exists():
             n += 1
-            path = Path(root) / f"{name}{suffix}-{stamp}-{n}"
+            path = Path(root) / f"{safe}{suffix}-{stamp}-{n}"
     ensure_writable(path)
+    claim(path)
     return path
+
+
+def claim(path: Path) -> None:
+    """One process per run folder: ``.siftcli.lock`` holds the owner's pid and goes when that process exits.
+
+    A lock left by a process that no longer runs (killed with SIGKILL) is taken over.
+    """
+    lock = Path(path) / ".siftcli.lock"
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid == os.getpid():
+                return
+            if pid and _alive(pid):
+                raise SiftcliError(f"--output {path}: another siftcli process (pid {pid}) is writing to this folder") from None
+            lock.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as fh:
+            fh.write(str(os.getpid()))
+        atexit.register(lambda: lock.unlink(missing_ok=True))
+        return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def ensure_writable(path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 from siftcli.analysis import compare_pair, summarise_seeds, verdict
 from siftcli.config import Recipe, recipe_to_yaml
 from siftcli.errors import RunInterrupted, SiftcliError
-from siftcli.runio import atomic_write_json, atomic_write_text, ensure_writable, make_run_dir, read_json
+from siftcli.runio import atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
 
 Event = Callable[[str, dict[str, Any]], None]
 ARMS = ("baseline", "sifted", "equal-time", "random-keep")
@@ -79,6 +79,9 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         if not run_dir.is_dir():
             raise SiftcliError(f"--resume {resume}: folder not found")
         ensure_writable(run_dir)
+        claim(run_dir)
+    if resume:
+        recipe = _resumable(recipe, run_dir)
     use_sift = recipe.sift.enabled if sift is None else sift
     preflight(recipe)
     workload = workload or build_workload(recipe)  # before the run folder: bad data leaves no empty folder
@@ -97,8 +100,48 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     else:
         cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
         metrics = train(workload, recipe, cfg, run_dir=run_dir, arm=arm, on_event=on_event, resume=bool(resume))
+    if metrics["status"] == "completed":
+        from siftcli.builders import save_model
+
+        save_model(workload, run_dir / "model")
     _maybe_plot(run_dir, [metrics])
     return run_dir, metrics
+
+
+# Keys a resumed run may change: they do not touch the schedule, the data order or the saved state.
+RESUMABLE_CHANGES = ("eval.", "log_every_steps", "checkpoint_every_steps", "num_workers", "name")
+
+
+def _resumable(recipe: Recipe, run_dir: Path) -> Recipe:
+    """The recipe a resume runs: the given one, if it differs from the saved one only where that is safe.
+
+    The first other difference is refused in one line; allowed changes are written to the saved recipe.
+    """
+    from siftcli.config import load_recipe
+
+    saved_path = run_dir / "recipe.yaml"
+    if not saved_path.exists():
+        return recipe
+    saved = load_recipe(saved_path)
+    old, new = _flatten(saved.model_dump(mode="json")), _flatten(recipe.model_dump(mode="json"))
+    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    for key in changed:
+        if not key.startswith(RESUMABLE_CHANGES):
+            raise SiftcliError(f"--resume {run_dir}: {key} is {old.get(key)!r} in the saved recipe but {new.get(key)!r} now; "
+                               f"a resumed run needs the same {key} (only {', '.join(RESUMABLE_CHANGES)} may change)")
+    if changed:
+        atomic_write_text(saved_path, recipe_to_yaml(recipe))
+    return recipe
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v and k != "config_overrides":
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
@@ -114,6 +157,17 @@ def equal_time_steps(baseline: dict[str, Any], sifted: dict[str, Any]) -> int:
     """Steps a baseline can take in the sifted run's training wall-clock (reference cost included)."""
     per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
     return max(1, int(round(sifted["train_seconds"] / per_step)))
+
+
+def equal_time_recipe(recipe: Recipe, baseline: dict[str, Any], sifted: dict[str, Any]) -> Recipe:
+    """The baseline recipe capped at the sifted run's wall-clock (schedule fully decayed at that step).
+
+    When the sifted run took longer than the baseline (a costly reference, say), the opponent gets
+    the extra epochs it needs to fill that time, so the comparison stays one of equal time.
+    """
+    steps = equal_time_steps(baseline, sifted)
+    per_epoch = max(1, baseline["optimizer_steps"]) / recipe.epochs
+    return recipe.model_copy(update={"max_steps": steps, "epochs": max(recipe.epochs, float(math.ceil(steps / per_epoch)))})
 
 
 def random_keep_fraction(sifted: dict[str, Any]) -> float:
@@ -144,9 +198,8 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, eq
             arms["baseline"] = run_arm(workload, initial, r, folder / "baseline", "baseline", on_event=on_event)
             arms["sifted"] = run_arm(workload, initial, r, folder / "sifted", "sifted", sift=True, on_event=on_event)
             if equal_time:  # a baseline sized to the sifted run's wall-clock, schedule fully decayed
-                steps = equal_time_steps(arms["baseline"], arms["sifted"])
-                arms["equal-time"] = run_arm(workload, initial, r.model_copy(update={"max_steps": steps}), folder / "equal-time",
-                                             "equal-time", on_event=on_event)
+                arms["equal-time"] = run_arm(workload, initial, equal_time_recipe(r, arms["baseline"], arms["sifted"]),
+                                             folder / "equal-time", "equal-time", on_event=on_event)
             if random_keep:  # same kept fraction after the same delay, chosen uniformly: no selection
                 arms["random-keep"] = run_arm(workload, initial, r, folder / "random-keep", "random-keep", sift=True,
                                               on_event=on_event, mode="random", score="loss",
@@ -155,10 +208,10 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, eq
                                 arms.get("random-keep"))
             pair["seed"] = r.seed
             pairs.append(pair)
-    except RunInterrupted:
+    except RunInterrupted as exc:
         finished = [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs]
         atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "runs": finished, "pairs": pairs})
-        raise RunInterrupted(str(run_dir), resumable=False) from None
+        raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
     summary = summarise_seeds(pairs) if seeds > 1 else None
     result = {
         "status": "completed",
@@ -194,6 +247,10 @@ def _brief(m: dict[str, Any]) -> dict[str, Any]:
             "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}
 
 
+_RUN_FIELDS = {"metric": str, "higher_is_better": bool, "final": dict, "train_seconds": (int, float),
+               "total_seconds": (int, float), "curve": list}
+
+
 def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> dict[str, Any]:
     """Compare two finished run folders (baseline first) without training."""
     runs = []
@@ -201,7 +258,12 @@ def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> dict[s
         path = Path(d)
         if not path.is_dir():
             raise SiftcliError(f"{d}: run folder not found")
-        runs.append(read_json(path / "metrics.json"))
+        m = read_json(path / "metrics.json")
+        if not isinstance(m, dict) or not all(isinstance(m.get(k), t) for k, t in _RUN_FIELDS.items()):
+            raise SiftcliError(f"{d}/metrics.json: not the metrics of a siftcli run (expected {', '.join(_RUN_FIELDS)})")
+        if m.get("status") != "completed":
+            raise SiftcliError(f"{d}: the run did not finish (status {m.get('status')!r}); a verdict needs two completed runs")
+        runs.append(m)
     a, b = runs
     if a.get("metric") != b.get("metric"):
         raise SiftcliError(f"{dir_b}: measures {b.get('metric')!r} but {dir_a} measures {a.get('metric')!r}; cannot compare")
@@ -263,6 +325,9 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
     """Baseline once, then one sifted run per beta; ranked by the accuracy-vs-time trade-off."""
     if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
         raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
+    twice = sorted({f"{b:g}" for b in betas if sum(f"{c:g}" == f"{b:g}" for c in betas) > 1})
+    if twice:
+        raise SiftcliError(f"--betas: beta {twice[0]} is given twice; each beta trains into its own folder")
     workload, run_dir, initial = prepare(recipe, output, "-sweep")
     rows: list[dict[str, Any]] = []
     try:
@@ -271,9 +336,9 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
             run = run_arm(workload, initial, recipe, run_dir / f"beta-{beta:g}", "sifted", sift=True, on_event=on_event, beta=beta)
             pair = compare_pair(baseline, run, recipe.eval.target_drop)
             rows.append({"beta": beta, **pair, "train_seconds": run["train_seconds"], "final": run["final"]})
-    except RunInterrupted:
+    except RunInterrupted as exc:
         atomic_write_json(run_dir / "sweep.json", {"status": "interrupted", "rows": rows})
-        raise RunInterrupted(str(run_dir), resumable=False) from None
+        raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
     result = {"status": "completed", **rank_sweep(baseline, rows)}
     atomic_write_json(run_dir / "sweep.json", result)
     return run_dir, result

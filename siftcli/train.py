@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -145,6 +147,34 @@ class Budget:
         return (self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
 
 
+class StopSignals:
+    """SIGINT and SIGTERM ask the loop to stop at the next step boundary instead of raising mid-step.
+
+    A signal that lands inside a step (scoring, backward, optimizer) would otherwise lose the batch
+    in flight: the loader has already yielded it while the step count has not moved, so a resumed
+    run would end with different weights. Here the step finishes, then the loop checkpoints and
+    writes ``metrics.json`` (status ``interrupted``). Further signals while that happens are
+    absorbed, so a second Ctrl-C cannot leave a half-saved run. Installed only in the main thread.
+    """
+
+    def __init__(self) -> None:
+        self.requested: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.requested = self.requested or signal.Signals(signum).name
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
 def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
     """The loader's batches, with the wait for each put on the clock as data and scoring time."""
     batches = iter(loader)
@@ -197,7 +227,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
 
     emit("start", {"arm": arm, "epochs": budget.epochs, "steps_per_epoch": len(loader), "total_raw": budget.total_raw,
                    "max_steps": recipe.max_steps, "step": state.step})
-    with JsonlLog(run_dir / "log.jsonl" if run_dir else None) as log:
+    with JsonlLog(run_dir / "log.jsonl" if run_dir else None) as log, StopSignals() as stop:
         try:
             while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples):
                 for batch in timed_batches(loader, state):
@@ -219,6 +249,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
                         _save_checkpoint(run_dir, arm, state, parts, started)
+                    if stop.requested:  # a signal arrived during this step: it is finished, stop here
+                        raise KeyboardInterrupt
                     if budget.done(state.step, loader.stats.raw_samples):
                         break
                 else:  # the loader ran dry: the epoch is over
@@ -230,17 +262,17 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                 break  # stopped mid-epoch: the sample or step budget is spent
             if state.last_eval_step != state.step or not state.curve:
                 evaluate_now("final")
-        except KeyboardInterrupt:
-            _save_checkpoint(run_dir, arm, state, parts, started)
+        except KeyboardInterrupt:  # results first, then the checkpoint: a full disk cannot cost the metrics
             _finish(workload, recipe, sift, loader, arm, "interrupted", state, started, device, run_dir)
-            raise RunInterrupted(str(run_dir)) from None
+            _save_checkpoint(run_dir, arm, state, parts, started)
+            raise RunInterrupted(str(run_dir), signal=stop.requested or "SIGINT") from None
         except _NonFiniteLoss as exc:
             _finish(workload, recipe, sift, loader, arm, "failed", state, started, device, run_dir)
             where = f"; partial results in {run_dir}" if run_dir else ""
             raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
                                f"try a lower optim.lr or precision fp32{where}") from None
-        _save_checkpoint(run_dir, arm, state, parts, started)
         result = _finish(workload, recipe, sift, loader, arm, "completed", state, started, device, run_dir)
+        _save_checkpoint(run_dir, arm, state, parts, started)
     emit("end", result)
     return result
 
@@ -310,14 +342,22 @@ def _load_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dic
     path = run_dir / "checkpoint.pt" if run_dir else None
     if path is None or not path.exists():
         raise SiftcliError(f"--resume {run_dir}: no checkpoint.pt in that folder; nothing to resume")
-    ck = torch.load(path, map_location=device, weights_only=False)
-    if ck.get("arm") != arm:
-        raise SiftcliError(f"--resume {run_dir}: checkpoint is of the {ck.get('arm')!r} run, not {arm!r}")
+    try:
+        ck = torch.load(path, map_location=device, weights_only=False)
+    except Exception as exc:  # truncated, empty or not a checkpoint at all
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt is unreadable ({exc.__class__.__name__}); start the run again") from None
+    if not isinstance(ck, dict) or ck.get("arm") != arm:
+        got = ck.get("arm") if isinstance(ck, dict) else None
+        raise SiftcliError(f"--resume {run_dir}: checkpoint is of the {got!r} run, not {arm!r}")
     if "state" not in ck:
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt was written by an older siftcli; start the run again")
     for name, part in parts.items():
         if ck.get(name):
-            part.load_state_dict(ck[name])
+            try:
+                part.load_state_dict(ck[name])
+            except (ValueError, RuntimeError, KeyError) as exc:
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
+                raise SiftcliError(f"--resume {run_dir}: the saved {name} does not fit this run ({first})") from None
     for key, value in ck["state"].items():
         setattr(state, key, value)
     _set_rng_state(ck["rng"])

@@ -1,4 +1,4 @@
-"""``siftcli validate``: resolve what can be resolved (data columns, model) without training."""
+"""``siftcli validate``: everything that can be checked without training, so a recipe that validates also trains."""
 
 from __future__ import annotations
 
@@ -6,27 +6,15 @@ from siftcli.config import Recipe
 
 
 def validate_recipe_sources(recipe: Recipe) -> list[str]:
-    """Load the data and the model config; raise :class:`SiftcliError` on the first problem."""
-    from siftcli.builders import splits_from_recipe
-    from siftcli.models import resolve_source
+    """Build the whole workload (data, labels, tokenizer, model, loss) and the device; raise on the first problem."""
+    from siftcli.builders import build_workload, resolve_device
 
-    splits = splits_from_recipe(recipe)
-    lines = [f"[green]ok[/green] data: {len(splits.train)} train / {len(splits.eval)} eval rows"
-             + (f", labels {splits.label_names}" if splits.label_names else "")]
-    if recipe.model.source.startswith("config:"):
-        lines.append(f"[green]ok[/green] model: built from config {recipe.model.source[7:]!r} (random init)")
-    else:
-        from transformers import AutoConfig
-
-        from siftcli.errors import SiftcliError
-        from siftcli.models import _hub_error
-
-        path = resolve_source(recipe.model.source)
-        try:
-            cfg = AutoConfig.from_pretrained(path, revision=recipe.model.revision)
-        except SiftcliError:
-            raise
-        except Exception as exc:
-            raise _hub_error("model", recipe.model.source, exc, "model.source") from None
-        lines.append(f"[green]ok[/green] model: {recipe.model.source} ({cfg.model_type})")
+    resolve_device(recipe.device, recipe.precision)
+    workload = build_workload(recipe)
+    lines = [f"[green]ok[/green] data: {len(workload.train_data)} train / {len(workload.eval_data)} eval rows"
+             + (f", labels {workload.label_names}" if workload.label_names else "")
+             + (f", {int(workload.noisy.sum())} training labels flipped (data.label_noise)" if workload.noisy is not None else "")]
+    kind = "built from config (random init)" if recipe.model.source.startswith("config:") else "loaded"
+    n_params = sum(p.numel() for p in workload.model.parameters())
+    lines.append(f"[green]ok[/green] model: {recipe.model.source} {kind}, {workload.model.config.model_type}, {n_params:,} parameters")
     return lines

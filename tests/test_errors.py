@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from siftcli.cli import app
-from tests.conftest import tiny_recipe_dict
+from tests.conftest import TINY_BERT, tiny_recipe_dict
 
 runner = CliRunner()
 
@@ -60,6 +60,22 @@ RECIPE_CASES = [
     ({"model.source": "someone-offline/model-xyz", "model.tokenizer": "someone-offline/model-xyz"}, "HF_HUB_OFFLINE=1"),
     ({"data.source": "someone-offline/dataset-xyz"}, "cannot load hub dataset 'someone-offline/dataset-xyz'"),
     ({"data.max_train_samples": 0}, "key 'data.max_train_samples'"),
+    ({"loss": "bce"}, "loss 'bce' does not fit task 'text-classification'"),
+    ({"data.label_noise": 1.5}, "key 'data.label_noise'"),
+    ({"sift.score": "gradient"}, "key 'sift.score'"),
+    ({"sift.scoring": "stale"}, "key 'sift.scoring'"),
+    ({"sift.memory_max_age": -1}, "key 'sift.memory_max_age'"),
+    ({"sift.reference.epochs": 0}, "key 'sift.reference.epochs'"),
+    ({"max_steps": 0}, "key 'max_steps'"),
+    ({"epochs": float("inf")}, "key 'epochs': Input should be a finite number"),
+    ({"seed": -1}, "key 'seed'"),
+    ({"seed": 2**31}, "key 'seed'"),
+    ({"data.label_names": ["neg", "neg"]}, "'neg' is listed twice"),
+    ({"model.config_overrides": {**TINY_BERT, "hidden_size": 15}}, "model.source: cannot build config 'bert'"),
+    ({"max_length": 100}, "max_length 100 is longer than the model's 64 position embeddings"),
+    ({"model.config_overrides": {**TINY_BERT, "vocab_size": 100}}, "the tokenizer has 30522 tokens but the model's vocab_size is 100"),
+    ({"loss": "json:dumps"}, "loss: 'json:dumps' cannot be called as (model, batch)"),
+    ({"data.eval_fraction": 0.999}, "data.eval_fraction 0.999: holding out that much"),
 ]
 
 
@@ -217,3 +233,140 @@ def test_nan_loss_stops_naming_the_step_and_keeps_results(tmp_path: Path, text_c
     result = runner.invoke(app, ["train", recipe, "-o", str(out), "-q"])
     _one_line_error(result, "training loss became nan at step")
     assert json.loads((out / "metrics.json").read_text())["status"] == "failed"
+
+
+def test_a_folder_holding_a_run_is_never_reused_silently(tmp_path: Path, text_csv: Path) -> None:
+    out = tmp_path / "done"
+    out.mkdir()
+    (out / "metrics.json").write_text('{"status": "completed"}')
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-o", str(out), "-q"]),
+                    f"--output {out}: already holds a run (metrics.json); choose another folder")
+    assert (out / "metrics.json").read_text() == '{"status": "completed"}'
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-o", "", "-q"]), "--output '': expected a folder path")
+
+
+def test_a_folder_is_claimed_by_one_live_process(tmp_path: Path) -> None:
+    import os
+
+    from siftcli.errors import SiftcliError
+    from siftcli.runio import claim
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / ".siftcli.lock").write_text(str(os.getppid()))  # a live process that is not this one
+    with pytest.raises(SiftcliError, match=f"another siftcli process \\(pid {os.getppid()}\\) is writing"):
+        claim(busy)
+    stale = tmp_path / "stale"
+    stale.mkdir()
+    (stale / ".siftcli.lock").write_text("999999999")  # no such process: the lock is taken over
+    claim(stale)
+    assert (stale / ".siftcli.lock").read_text() == str(os.getpid())
+
+
+def test_duplicate_betas_and_a_name_that_would_leave_runs(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    _one_line_error(runner.invoke(app, ["sweep-beta", _recipe(tmp_path, text_csv), "--betas", "1,1.0", "-q", "-o", str(tmp_path / "s")]),
+                    "--betas: beta 1 is given twice")
+    from siftcli.runio import make_run_dir
+
+    monkeypatch.chdir(tmp_path)
+    made = make_run_dir(None, "../../escape")
+    assert made.resolve().parent == (tmp_path / "runs").resolve() and made.name.startswith("escape-")
+
+
+def _interrupted_run(tmp_path: Path, text_csv: Path, monkeypatch) -> tuple[str, Path]:
+    from tests.test_cli import _interrupt_after
+
+    recipe, out = _recipe(tmp_path, text_csv, checkpoint_every_steps=4), tmp_path / "run"
+    _interrupt_after(monkeypatch, 7)
+    assert runner.invoke(app, ["train", recipe, "-o", str(out), "-q"]).exit_code == 130
+    monkeypatch.undo()
+    return recipe, out
+
+
+def test_resume_refuses_a_recipe_change_it_cannot_honour_and_records_one_it_can(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "--set", "batch_size=4", "-q"]),
+                    "batch_size is 8 in the saved recipe but 4 now; a resumed run needs the same batch_size")
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "--set", "sift.beta=2", "-q"]), "sift.beta is 1.0")
+    ok = runner.invoke(app, ["train", recipe, "--resume", str(out), "--set", "eval.every_steps=3", "-q"])
+    assert ok.exit_code == 0, ok.output
+    assert "every_steps: 3" in (out / "recipe.yaml").read_text()
+
+
+def test_resume_from_a_truncated_checkpoint_is_one_line(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
+    data = (out / "checkpoint.pt").read_bytes()
+    (out / "checkpoint.pt").write_bytes(data[: len(data) // 3])
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "checkpoint.pt is unreadable")
+
+
+def test_loader_state_of_another_sifting_config_is_refused() -> None:
+    import torch
+
+    from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss
+
+    def make(beta: float) -> SiftingDataLoader:
+        data = [(torch.randn(4, 2), torch.tensor([0, 1, 0, 1]))]
+        return SiftingDataLoader(data, torch.nn.Linear(2, 2), cross_entropy_loss, SiftConfig(beta=beta), batch_size=4)
+
+    with pytest.raises(ValueError, match="saved loader state has sift beta=1.0, this loader beta=2.0"):
+        make(2.0).load_state_dict(make(1.0).state_dict())
+
+
+@pytest.mark.parametrize("rows,expected", [
+    (["w,0"] * 20, "training labels hold one class only ('0')"),
+    ([f"w{i},{i % 2}" for i in range(20)] + ["w,"], "has an empty label in the"),
+    ([f"w{i},{'pos' if i % 2 else 0}" for i in range(20)], "mixes text and numeric labels"),
+])
+def test_meaningless_labels_are_refused(tmp_path: Path, rows: list[str], expected: str) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\n" + "\n".join(rows) + "\n")
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, data), "-q", "-o", str(tmp_path / "o")]), expected)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("a:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(70)) + "  " * 71 + "v: 1\n", "nested more than 64 levels"),
+    ("a: &x [1, 2]\nb: [" + ", ".join(["*x"] * 101) + "]\n", "more than 100 YAML aliases"),
+    ("name: x\n" + "# padding\n" * 120_000, "a recipe is at most 1000000 bytes"),
+])
+def test_hostile_yaml_is_bounded(tmp_path: Path, text: str, expected: str) -> None:
+    p = tmp_path / "r.yaml"
+    p.write_text(text)
+    _one_line_error(runner.invoke(app, ["validate", str(p)]), expected)
+
+
+def test_a_recipe_path_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "r.yaml"
+    os.mkfifo(fifo)
+    _one_line_error(runner.invoke(app, ["validate", str(fifo)]), "is not a regular file")
+
+
+def test_result_files_get_the_usual_mode(tmp_path: Path) -> None:
+    import os
+
+    from siftcli.runio import atomic_write_json
+
+    atomic_write_json(tmp_path / "m.json", {"a": 1})
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (tmp_path / "m.json").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_a_looping_symlink_and_a_model_folder_without_weights(tmp_path: Path, text_csv: Path) -> None:
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    _one_line_error(runner.invoke(app, ["validate", str(loop)]), "a broken or looping symbolic link")
+    from transformers import BertConfig
+
+    folder = tmp_path / "noweights"
+    BertConfig(**TINY_BERT).save_pretrained(folder)
+    recipe = _recipe(tmp_path, text_csv, **{"model.source": str(folder), "model.config_overrides": {}})
+    _one_line_error(runner.invoke(app, ["validate", recipe]), f"model.source: folder '{folder}' cannot be loaded")
+
+
+def test_validate_catches_what_training_would_trip_on(tmp_path: Path, text_csv: Path) -> None:
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, max_length=100)]),
+                    "max_length 100 is longer than the model's 64 position embeddings")

@@ -71,3 +71,10 @@ def test_tuple_loss_and_a_model_without_logits() -> None:
 
     with pytest.raises(TypeError, match="no logits"):
         TupleLoss()(NoLogits(), (torch.randn(2, 2), torch.tensor([0, 1])))
+
+
+def test_float_class_ids_are_scored_as_classes_not_regression() -> None:
+    logits = torch.tensor([[3.0, 0.0], [0.0, 3.0]])
+    got = loss_from_logits(logits, torch.tensor([0.0, 1.0]))
+    assert torch.allclose(got, F.cross_entropy(logits, torch.tensor([0, 1]), reduction="none"))
+    assert loss_from_logits(torch.zeros(2, 1), torch.tensor([0.5, 2.0])).tolist() == [0.25, 4.0]  # one output: regression

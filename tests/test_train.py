@@ -155,3 +155,71 @@ def test_memory_scoring_skips_the_forward_for_remembered_samples(tmp_path: Path,
     fresh = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.sift_delay": 0})),
                       output=str(tmp_path / "fresh"))[1]
     assert fresh["samples_scored"] == 3 * n and fresh["samples_from_memory"] == 0
+
+
+@pytest.mark.parametrize("signals", [["SIGINT"], ["SIGTERM"], ["SIGINT", "SIGINT"]])
+def test_a_signal_inside_a_step_finishes_it_and_the_resume_is_exact(tmp_path: Path, text_csv: Path, signals: list[str]) -> None:
+    """A real signal delivered inside the training forward (not between steps): nothing in flight is lost."""
+    import os
+    import signal as signal_mod
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv))  # no periodic checkpoints: the interrupt writes the only one
+    full = build_workload(recipe)
+    train(full, recipe, sift_config(recipe, len(full.train_data)), run_dir=_mkdir(tmp_path / "full"), arm="x")
+
+    part = build_workload(recipe)
+    real_loss, calls = part.loss_fn, {"n": 0}
+
+    def loss_that_gets_interrupted(model, batch):  # noqa: ANN001, ANN202
+        if model.training:
+            calls["n"] += 1
+            if calls["n"] == 11:  # mid-run, inside a step, before its backward and optimizer step
+                for name in signals:
+                    os.kill(os.getpid(), getattr(signal_mod, name))
+        return real_loss(model, batch)
+
+    part.loss_fn = loss_that_gets_interrupted
+    out_dir = _mkdir(tmp_path / "part")
+    with pytest.raises(RunInterrupted) as info:
+        train(part, recipe, sift_config(recipe, len(part.train_data)), run_dir=out_dir, arm="x")
+    assert info.value.signal == signals[0] and info.value.exit_code == (143 if signals[0] == "SIGTERM" else 130)
+    partial = json.loads((out_dir / "metrics.json").read_text())
+    assert partial["status"] == "interrupted" and partial["optimizer_steps"] == 11  # the step in flight was finished
+
+    resumed = build_workload(recipe)
+    out = train(resumed, recipe, sift_config(recipe, len(resumed.train_data)), run_dir=out_dir, arm="x", resume=True)
+    for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert out["samples_trained"] == json.loads((tmp_path / "full" / "metrics.json").read_text())["samples_trained"]
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
+
+
+def test_the_same_recipe_starts_from_the_same_weights_in_separate_processes(text_csv: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    recipe = tmp_path / "r.json"
+    recipe.write_text(json.dumps(tiny_recipe_dict(text_csv)))
+    code = ("import json, sys, torch; from siftcli.builders import build_workload; from siftcli.config import validate_recipe; "
+            "w = build_workload(validate_recipe(json.load(open(sys.argv[1])))); "
+            "print(sum(float(v.double().abs().sum()) * (i + 1) for i, v in enumerate(w.model.state_dict().values())))")
+    sums = [subprocess.run([sys.executable, "-c", code, str(recipe)], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)]
+    assert sums[0] == sums[1] and float(sums[0]) > 0
+
+
+def test_a_finished_run_leaves_a_model_another_recipe_can_start_from(tmp_path: Path, text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=1))
+    run_dir, _ = run_train(recipe, output=str(tmp_path / "run"))
+    folder = run_dir / "model"
+    assert (folder / "config.json").exists() and (folder / "tokenizer_config.json").exists()
+    again = build_workload(validate_recipe(tiny_recipe_dict(
+        text_csv, **{"model.source": str(folder), "model.tokenizer": None, "model.config_overrides": {}})))
+    trained = torch.load(run_dir / "checkpoint.pt", weights_only=False)["model"]
+    for name, value in again.model.state_dict().items():
+        assert torch.equal(value, trained[name]), name
+    assert again.label_names == ["0", "1"] and again.model.config.num_labels == 2

@@ -264,6 +264,11 @@ class SiftingDataLoader:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; a saved state of a different sifting config is refused, naming the key."""
+        mine = self.config.to_dict()
+        for key, value in state["config"].items():
+            if key in mine and mine[key] != value:
+                raise ValueError(f"the saved loader state has sift {key}={value!r}, this loader {key}={mine[key]!r}")
         self.sifter.load_state_dict(state["sifter"])
         self.epoch = int(state["epoch"])
         self._raw_in_epoch = int(state["raw_in_epoch"])

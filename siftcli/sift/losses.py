@@ -53,7 +53,11 @@ def _guess_kind(logits: torch.Tensor, labels: torch.Tensor) -> str:
     if logits.dim() == 3 and labels.dim() == 2 and logits.shape[:2] == labels.shape and logits.size(-1) > 1:
         return "causal_lm"
     if labels.is_floating_point():
-        return "bce" if labels.shape == logits.shape and logits.size(-1) > 1 else "mse"
+        if labels.shape == logits.shape and logits.size(-1) > 1:
+            return "bce"
+        if labels.dim() == 1 and logits.dim() == 2 and logits.size(-1) > 1 and bool((labels == labels.round()).all()):
+            return "cross_entropy"  # class ids that arrived as floats: one label, several logits
+        return "mse"
     return "cross_entropy"
 
 
