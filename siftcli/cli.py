@@ -197,10 +197,10 @@ def validate(
     from siftcli.validate import validate_recipe_sources
 
     cfg = _load(recipe, set_)
-    console.print(f"[green]ok[/green] {recipe}: schema valid (task {cfg.task}, model {cfg.model.source}, data {cfg.data.source})")
-    if offline_only:
-        return
-    for line in validate_recipe_sources(cfg):
+    lines = [f"[green]ok[/green] {recipe}: schema valid (task {cfg.task}, model {cfg.model.source}, data {cfg.data.source})"]
+    if not offline_only:
+        lines += validate_recipe_sources(cfg)  # a problem is one line on stderr, with no half-printed report before it
+    for line in lines:
         console.print(line)
 
 

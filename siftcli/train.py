@@ -202,14 +202,15 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     model = workload.model.to(device).train()
     forward = torch.compile(model, dynamic=True) if recipe.compile else model
     loader = build_train_loader(workload, recipe, sift, forward, device, reference.losses if reference else None)
-    eval_loader = DataLoader(workload.eval_data, batch_size=recipe.eval.batch_size, shuffle=False, collate_fn=workload.collate)
+    eval_loader = DataLoader(workload.eval_data, batch_size=recipe.eval.batch_size, shuffle=False, collate_fn=workload.collate,
+                             generator=torch.Generator())  # its own: evaluating must not move the training RNG
     optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
     budget = Budget.of(recipe, len(workload.train_data))
     state = RunState()
     if reference is not None:  # its cost is on this run's clock, as its own phase
-        state.phases["reference"] = state.train_clock = state.last_eval_clock = reference.seconds
+        state.phases["reference"] = state.train_clock = state.last_eval_clock = state.earlier_seconds = reference.seconds
     if resume:
         _load_checkpoint(run_dir, arm, state, parts, device)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy))

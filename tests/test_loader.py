@@ -16,15 +16,6 @@ def _tuple_loader(n: int = 100, batch: int = 8, shuffle: bool = False) -> DataLo
     return DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=shuffle)
 
 
-class DropoutNet(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.body = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Dropout(0.5), torch.nn.Linear(8, 2))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x)
-
-
 def test_yields_full_batches_and_the_remainder() -> None:
     loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(beta=1.0, seed=0))
     sizes = [b[0].shape[0] for b in loader]

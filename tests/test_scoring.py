@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
 from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss
 from siftcli.sift.scoring import Scorer
-
-
-def _tuple_loader(n: int = 100, batch: int = 8) -> DataLoader:
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(n, 4, generator=g)
-    return DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=batch)
+from tests.test_loader import _tuple_loader
 
 
 class DropoutNet(torch.nn.Module):

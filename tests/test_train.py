@@ -14,7 +14,7 @@ from siftcli.config import validate_recipe
 from siftcli.errors import RunInterrupted
 from siftcli.runner import run_train
 from siftcli.train import lr_factor, train
-from tests.conftest import tiny_recipe_dict
+from tests.conftest import TINY_BERT, tiny_recipe_dict
 
 
 def test_lr_schedule_warms_up_and_fully_decays() -> None:
@@ -223,3 +223,17 @@ def test_a_finished_run_leaves_a_model_another_recipe_can_start_from(tmp_path: P
     for name, value in again.model.state_dict().items():
         assert torch.equal(value, trained[name]), name
     assert again.label_names == ["0", "1"] and again.model.config.num_labels == 2
+
+
+def test_the_evaluation_schedule_does_not_change_training(tmp_path: Path, text_csv: Path) -> None:
+    """Evaluating creates DataLoader iterators; they must not draw from the RNG that dropout uses."""
+    runs = []
+    for every in (3, 7):
+        overrides = {**TINY_BERT, "hidden_dropout_prob": 0.5}
+        recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=1, **{"eval.every_steps": every, "sift.enabled": False,
+                                                                         "model.config_overrides": overrides}))
+        w = build_workload(recipe)
+        train(w, recipe)
+        runs.append(w.model.state_dict())
+    for name, value in runs[0].items():
+        assert torch.equal(value, runs[1][name]), name
