@@ -127,7 +127,8 @@ class SiftSpec(_Strict):
 
 
 class Recipe(_Strict):
-    """One fine-tune, fully described. Classes downstream receive plain values, never this object."""
+    """One fine-tune, fully described. The loop reads its run settings from it; the engine gets a plain `SiftConfig`
+    built from its `sift` section (`builders.sift_config`) and never sees the recipe."""
 
     name: str = "run"
     task: TaskName = "text-classification"

@@ -100,6 +100,9 @@ def load_splits(
         else:
             if len(train) < 2:
                 raise SiftcliError(f"data.source {source!r}: {len(train)} rows; need at least 2 to hold out evaluation data")
+            if round(len(train) * (1 - eval_fraction)) < 1 or round(len(train) * eval_fraction) < 1:
+                raise SiftcliError(f"data.eval_fraction {eval_fraction}: holding out that much of {len(train)} rows leaves "
+                                   "an empty training or evaluation set")
             parts = train.train_test_split(test_size=eval_fraction, seed=seed)
             train, evald = parts["train"], parts["test"]
 
@@ -204,8 +207,13 @@ def _looks_like_path(source: str) -> bool:
 def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | None) -> tuple[Any, Any, list[str]]:
     values = list(train[column])
     ev_values = list(evald[column])
-    if any(v is None for v in values):
-        raise SiftcliError(f"data: column {column!r} has empty labels in the training data")
+    for which, vals in (("training", values), ("evaluation", ev_values)):
+        empty = next((i for i, v in enumerate(vals) if v is None or (isinstance(v, float) and v != v)), None)
+        if empty is not None:
+            raise SiftcliError(f"data: column {column!r} has an empty label in the {which} data (row {empty + 1})")
+    kinds = {isinstance(v, str) for v in values + ev_values}
+    if len(kinds) > 1:
+        raise SiftcliError(f"data: column {column!r} mixes text and numeric labels; use one kind (or label_names)")
     is_str = isinstance(values[0], str)
     if label_names:
         names = list(label_names)
@@ -227,6 +235,9 @@ def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | No
 
     tr_ids = [to_id(v, "train") for v in values]
     ev_ids = [to_id(v, "eval") for v in ev_values]
+    if len(names) < 2 or len(set(tr_ids)) < 2:
+        only = names[tr_ids[0]] if tr_ids else names[0]
+        raise SiftcliError(f"data: the training labels hold one class only ({only!r}); classification needs at least two")
     train = _replace(train, column, tr_ids)
     evald = _replace(evald, column, ev_ids)
     return train, evald, names

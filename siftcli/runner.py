@@ -41,7 +41,15 @@ def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path,
     workload = build_workload(recipe)
     run_dir = make_run_dir(output, recipe.name, suffix=suffix)
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+    _write_label_noise(run_dir, workload)
     return workload, run_dir, copy.deepcopy(workload.model.state_dict())
+
+
+def _write_label_noise(run_dir: Path, workload: Any) -> None:
+    """Which training samples ``data.label_noise`` flipped, so every share reported can be checked."""
+    if getattr(workload, "noisy", None) is not None:
+        flipped = workload.noisy.nonzero().flatten().tolist()
+        atomic_write_json(run_dir / "label_noise.json", {"rate": len(flipped) / len(workload.noisy), "flipped": flipped})
 
 
 def run_arm(workload: Any, initial: dict[str, Any], recipe: Recipe, arm_dir: Path, arm: str, *, sift: bool = False,
@@ -88,6 +96,7 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     if not resume:
         run_dir = make_run_dir(output, recipe.name)
         atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+        _write_label_noise(run_dir, workload)
     if use_sift and not resume and on_event is not None:
         warning = pilot_check(recipe, workload)
         if warning:

@@ -316,11 +316,11 @@ def test_loader_state_of_another_sifting_config_is_refused() -> None:
 @pytest.mark.parametrize("rows,expected", [
     (["w,0"] * 20, "training labels hold one class only ('0')"),
     ([f"w{i},{i % 2}" for i in range(20)] + ["w,"], "has an empty label in the"),
-    ([f"w{i},{'pos' if i % 2 else 0}" for i in range(20)], "mixes text and numeric labels"),
+    ([json.dumps({"text": f"w{i}", "label": "pos" if i % 2 else 0}) for i in range(20)], "mixes text and numeric labels"),
 ])
 def test_meaningless_labels_are_refused(tmp_path: Path, rows: list[str], expected: str) -> None:
-    data = tmp_path / "d.csv"
-    data.write_text("text,label\n" + "\n".join(rows) + "\n")
+    data = tmp_path / ("d.jsonl" if rows[0].startswith("{") else "d.csv")
+    data.write_text(("" if rows[0].startswith("{") else "text,label\n") + "\n".join(rows) + "\n")
     _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, data), "-q", "-o", str(tmp_path / "o")]), expected)
     assert not (tmp_path / "o").exists()
 

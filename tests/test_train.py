@@ -138,6 +138,8 @@ def test_reducible_run_charges_its_reference_and_counts_noisy_labels(tmp_path: P
     assert m["sift"]["score"] == "reducible"
     noise = m["label_noise"]
     assert noise["rate"] == pytest.approx(0.3, abs=0.01) and 0 <= noise["kept_share_after_delay"] <= 1
+    recorded = json.loads((tmp_path / "run" / "label_noise.json").read_text())
+    assert len(recorded["flipped"]) == noise["flipped"] == round(0.3 * 120)
     assert m["keep"]["achieved"] == pytest.approx(0.25, abs=0.05)
 
 
