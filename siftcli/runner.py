@@ -66,14 +66,20 @@ def run_arm(workload: Any, initial: dict[str, Any], recipe: Recipe, arm_dir: Pat
     if on_event is not None:
         on_event("arm", {"arm": arm_dir.name, "seed": recipe.seed})
     cfg = sift_config(recipe, len(workload.train_data), **sift_changes) if sift else None
-    reference = None
-    if cfg is not None and cfg.score == "reducible":
-        from siftcli.reference import cross_fitted_reference
-
-        reference, ref_runs = cross_fitted_reference(workload, recipe, initial)
-        atomic_write_json(arm_dir / "reference.json", {"seconds": reference.seconds, "runs": [_brief(m) for m in ref_runs]})
+    reference = _reference(cfg, workload, recipe, initial, arm_dir)
     workload.model.load_state_dict(initial)
     return train(workload, recipe, cfg, reference=reference, run_dir=arm_dir, arm=arm, on_event=on_event)
+
+
+def _reference(cfg: Any, workload: Any, recipe: Recipe, initial: dict[str, Any], arm_dir: Path) -> Any:
+    """Cross-fitted reference losses when the rule ranks reducible loss (else ``None``), with ``reference.json``."""
+    if cfg is None or cfg.score != "reducible":
+        return None
+    from siftcli.reference import cross_fitted_reference
+
+    reference, ref_runs = cross_fitted_reference(workload, recipe, initial)
+    atomic_write_json(arm_dir / "reference.json", {"seconds": reference.seconds, "runs": [_brief(m) for m in ref_runs]})
+    return reference
 
 
 def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
@@ -101,14 +107,12 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         warning = pilot_check(recipe, workload)
         if warning:
             on_event("warning", {"message": warning})
-    arm = "sifted" if use_sift else "baseline"
-    if use_sift and recipe.sift.score == "reducible":
-        if resume:
-            raise SiftcliError(f"--resume {resume}: runs with sift.score reducible cannot resume yet; start the run again")
-        metrics = run_arm(workload, copy.deepcopy(workload.model.state_dict()), recipe, run_dir, arm, sift=True, on_event=on_event)
-    else:
-        cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
-        metrics = train(workload, recipe, cfg, run_dir=run_dir, arm=arm, on_event=on_event, resume=bool(resume))
+    cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
+    if resume and cfg is not None and cfg.score == "reducible":
+        raise SiftcliError(f"--resume {resume}: runs with sift.score reducible cannot resume yet; start the run again")
+    reference = _reference(cfg, workload, recipe, copy.deepcopy(workload.model.state_dict()), run_dir)
+    metrics = train(workload, recipe, cfg, reference=reference, run_dir=run_dir, arm="sifted" if use_sift else "baseline",
+                    on_event=on_event, resume=bool(resume))
     if metrics["status"] == "completed":
         from siftcli.builders import save_model
 
@@ -290,8 +294,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
 
     import torch
 
-    from siftcli.builders import make_optimizer, resolve_device
-    from siftcli.sift.algorithm import target_keep_fraction
+    from siftcli.builders import make_optimizer, resolve_device, sift_config
     from siftcli.sift.precision import autocast, scoring_precision
 
     if not recipe.sift.enabled:
@@ -322,7 +325,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
             train_t.append(t1 - t0)
             score_t.append(t2 - t1)
     s = sorted(score_t)[len(score_t) // 2] / sorted(train_t)[len(train_t) // 2]
-    a = recipe.sift.keep_fraction or target_keep_fraction(recipe.sift.beta)
+    a = sift_config(recipe, len(workload.train_data)).target_keep_fraction
     if s + a >= 1.0:
         return (f"pilot: scoring costs {s:.2f} of a training step and beta {recipe.sift.beta} keeps {a:.2f}, "
                 f"so s + a = {s + a:.2f} >= 1: sifting cannot save time here; raise sift.beta or set sift.precision: bf16")
@@ -334,9 +337,10 @@ def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
     """Baseline once, then one sifted run per beta; ranked by the accuracy-vs-time trade-off."""
     if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
         raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
-    twice = sorted({f"{b:g}" for b in betas if sum(f"{c:g}" == f"{b:g}" for c in betas) > 1})
-    if twice:
-        raise SiftcliError(f"--betas: beta {twice[0]} is given twice; each beta trains into its own folder")
+    names = [f"{b:g}" for b in betas]  # the folder name each beta trains into
+    twice = next((n for n in names if names.count(n) > 1), None)
+    if twice is not None:
+        raise SiftcliError(f"--betas: beta {twice} is given twice; each beta trains into its own folder")
     workload, run_dir, initial = prepare(recipe, output, "-sweep")
     rows: list[dict[str, Any]] = []
     try:

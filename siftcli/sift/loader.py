@@ -97,10 +97,8 @@ class SiftingDataLoader:
         self.device = torch.device(device) if device is not None else _model_device(model)
         self.scorer = Scorer(model, loss_fn, self.device, scoring_precision(precision, self.device, "fp32"), reference_losses)
         self.indices = IndexTracker(dataloader)
-        needs = [what for what, on in (("reducible-loss scoring", reference_losses is not None),
-                                       ("scoring='memory'", self.config.scoring == "memory")) if on]
-        if needs and not self.indices.available:
-            raise ValueError(f"{needs[0]} needs sample indices: wrap a DataLoader over a map-style dataset")
+        if self._needs_indices and not self.indices.available:
+            raise ValueError(f"{self._needs_indices} needs sample indices: wrap a DataLoader over a map-style dataset")
         self.memory = LossMemory(_dataset_len(dataloader) or 0)
         self.index_packer = batching.Packer(self.batch_size)
         self._last_indices: torch.Tensor | None = None
@@ -115,6 +113,13 @@ class SiftingDataLoader:
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
         self._on_batch: list[BatchHook] = []
+
+    @property
+    def _needs_indices(self) -> str | None:
+        """The mode that needs each sample's dataset index, if any (named in errors)."""
+        if self.scorer.reference_losses is not None:
+            return "reducible-loss scoring"
+        return "scoring='memory'" if self.config.scoring == "memory" else None
 
     @property
     def model(self) -> torch.nn.Module:
@@ -198,8 +203,8 @@ class SiftingDataLoader:
         """Score, decide, agree, count and pack one raw batch; return the full batches it completes."""
         if self.batch_transform is not None:
             raw = self.batch_transform(raw)
-        if indices is None and (self.config.scoring == "memory" or self.scorer.reference_losses is not None):
-            raise RuntimeError("the loader lost track of sample indices, which this sifting mode needs "
+        if indices is None and self._needs_indices:
+            raise RuntimeError(f"the loader lost track of sample indices, which {self._needs_indices} needs "
                                "(was the DataLoader iterated before it was wrapped?)")
         n = batching.batch_size(raw)
         delayed = self.sifter.in_delay
