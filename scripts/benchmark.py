@@ -173,7 +173,7 @@ def main() -> int:
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from siftcli.errors import SiftcliError
-    from siftcli.runio import atomic_write_json, atomic_write_text
+    from siftcli.runio import atomic_write_json
 
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
@@ -189,16 +189,21 @@ def main() -> int:
         return 2
     minutes = (time.perf_counter() - started) / 60
     section = report(results, sys.argv[1:], minutes)
-    out = Path(args.out)
+    write_section(Path(args.out), "## Selection regimes", section)
+    print("\n".join(section))
+    print(f"wrote {args.out} and {out_root / 'results.json'} ({minutes:.1f} min)")
+    return 0
+
+
+def write_section(out: Path, marker: str, section: list[str]) -> None:
+    """Replace the ``## ...`` section that starts with ``marker`` in ``out`` (or append it), atomically."""
+    from siftcli.runio import atomic_write_text
+
     existing = out.read_text() if out.exists() else "# Benchmarks\n"
-    marker = "## Selection regimes"
     head = existing[: existing.index(marker)] if marker in existing else existing.rstrip() + "\n\n"
     rest = existing[existing.index(marker):] if marker in existing else ""
     tail = rest[rest.index("\n## ", 3):] if "\n## " in rest[3:] else ""
     atomic_write_text(out, head + "\n".join(section) + "\n" + tail)
-    print("\n".join(section))
-    print(f"wrote {out} and {out_root / 'results.json'} ({minutes:.1f} min)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -180,6 +180,10 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
+def _share(part: list[int], whole: list[int]) -> float | None:
+    return sum(part) / sum(whole) if sum(whole) else None
+
+
 def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, status: str, state: Any,
                   total_seconds: float, device: Any) -> dict[str, Any]:
     """One run's metrics.json: final metric, times, phases, keep rates, the scoring cost s and the cost model.
@@ -201,7 +205,12 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         keep = {
             "target": st.target_keep_fraction, "achieved": achieved, "achieved_after_delay": st.sifted_kept_fraction,
             "per_epoch": [{"epoch": e.epoch, "raw": e.raw_samples, "kept": e.kept_samples, "kept_fraction": e.kept_fraction,
-                           "after_delay": e.sifted_kept_fraction} for e in st.epochs],
+                           "after_delay": e.sifted_kept_fraction, "scored": e.scored_samples, "from_memory": e.memory_samples}
+                          for e in st.epochs],
+            # raw batch at which sifting started (the delay's end; chosen by the rule with sift_delay auto), and
+            # at which the anneal began keeping everything again; None: never
+            "sift_started_at": st.sift_started_at, "anneal_started_at": st.anneal_started_at,
+            "scored_after_first_epoch": _share([e.scored_samples for e in st.epochs[1:]], [e.raw_samples for e in st.epochs[1:]]),
             "nonfinite": st.nonfinite, "trace": state.keep_trace,
         }
     noise = None

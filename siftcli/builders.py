@@ -300,6 +300,7 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
         raw, model, workload.loss_fn, config, batch_size=recipe.batch_size, device=device,
         precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
         padding_side=workload.padding_side, reference_losses=reference_losses if config.score == "reducible" else None,
+        epochs=recipe.epochs,
     )
 
 

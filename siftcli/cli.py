@@ -44,8 +44,8 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(2) from None
         except RunInterrupted as exc:
             if exc.resumable:
-                msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (metrics.json status 'interrupted'); "
-                       f"continue with: siftcli train <recipe> --resume {exc.run_dir}")
+                msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (status 'interrupted'); "
+                       f"continue with: {exc.resume_command}")
             else:
                 msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
                        "run the command again to start over")
@@ -100,6 +100,11 @@ class _Progress:
             self.progress.update(self.task, info=f"epoch {data['epoch'] + 1} {metric} {data[metric]:.4f}")
         elif kind == "end" and self.task is not None:
             self.progress.update(self.task, total=data["optimizer_steps"], completed=data["optimizer_steps"])
+        elif kind == "trial":
+            params = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in data["params"].items())
+            err_console.print(f"trial {data['number']}: {params}", highlight=False)
+        elif kind == "trial_end":
+            err_console.print(f"trial {data['number']}: {data['state'].lower()}", highlight=False)
 
 
 def _load(recipe: str | None, overrides: list[str] | None) -> Any:
@@ -165,25 +170,60 @@ def compare(
 @app.command("sweep-beta")
 @_friendly
 def sweep_beta(
-    recipe: Annotated[str, typer.Argument(help="Recipe YAML.")],
-    betas: Annotated[str, typer.Option("--betas", help="Comma-separated betas.")] = "0.25,0.5,1,2,3",
+    recipe: Annotated[Optional[str], typer.Argument(help="Recipe YAML (not with --resume).")] = None,
+    trials: Annotated[int, typer.Option("--trials", help="Trials to run (a --betas grid runs each value once).")] = 12,
+    mode: Annotated[str, typer.Option("--mode", help="budget: final metric, Hyperband pruning; pareto: metric and wall-clock.")] = "budget",
+    betas: Annotated[Optional[str], typer.Option("--betas", help="A plain grid of betas, e.g. 0.5,1,2 (instead of searching).")] = None,
+    beta_range: Annotated[str, typer.Option("--beta-range", help="Searched beta range, log scale.")] = "0.25:8",
+    param: Annotated[Optional[list[str]], typer.Option(
+        "--param", help="Also search a sift key: key=LOW:HIGH[:log] or key=a,b (repeatable).")] = None,
+    frontier: Annotated[str, typer.Option("--frontier", help="Baseline frontier: fractions of the full schedule.")] = "0.25,0.5,0.75,1",
+    max_time_ratio: Annotated[Optional[float], typer.Option(
+        "--max-time-ratio", help="budget: trials slower than this share of the baseline are infeasible.")] = None,
+    no_prune: Annotated[bool, typer.Option("--no-prune", help="budget: run every trial to the end.")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", help="Trial processes at a time (one GPU each when there are several).")] = 1,
+    storage: Annotated[Optional[str], typer.Option(
+        "--storage", help="Optuna storage URL (default: a journal file in the sweep folder).")] = None,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a killed sweep folder.")] = None,
     set_: SetOpt = None,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
-    """Baseline once, one sifted run per beta, ranked by accuracy against time."""
+    """Tune beta (and more) on Optuna against the baseline frontier; the answer is the cheapest point reaching the target."""
     from siftcli.errors import SiftcliError
     from siftcli.report import sweep_view
-    from siftcli.runner import run_sweep
+    from siftcli.sweep import SweepSettings, parse_space, run_sweep
+
+    if mode not in ("budget", "pareto"):
+        raise SiftcliError(f"--mode {mode!r}: expected budget or pareto")
+    if resume:
+        if recipe is not None:
+            raise SiftcliError("--resume continues the sweep with its saved recipe and settings; give no RECIPE")
+        cfg, settings = None, None
+    else:
+        cfg = _load(recipe, set_)
+        space, grid = parse_space(cfg, betas=betas, beta_range=beta_range, params=param)
+        fractions = sorted({float(f) for f in _fractions(frontier)})
+        if max_time_ratio is not None and not max_time_ratio > 0:
+            raise SiftcliError(f"--max-time-ratio must be positive, got {max_time_ratio}")
+        settings = SweepSettings(mode=mode, trials=trials, space=space, grid=grid, frontier=fractions,
+                                 max_time_ratio=max_time_ratio, prune=not no_prune, storage=storage or "",
+                                 study=f"{cfg.name}-sweep")
+    with _Progress(not quiet) as progress:
+        run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=progress)
+    console.print(sweep_view(result, str(run_dir)))
+
+
+def _fractions(text: str) -> list[float]:
+    from siftcli.errors import SiftcliError
 
     try:
-        values = [float(b) for b in betas.split(",") if b.strip()]
+        values = [float(f) for f in text.split(",") if f.strip()]
     except ValueError:
-        raise SiftcliError(f"--betas {betas!r}: expected comma-separated numbers such as 0.5,1,2") from None
-    cfg = _load(recipe, set_)
-    with _Progress(not quiet) as progress:
-        run_dir, result = run_sweep(cfg, values, output=output, on_event=progress)
-    console.print(sweep_view(result, str(run_dir)))
+        values = []
+    if not values or any(not 0 < v <= 1 for v in values):
+        raise SiftcliError(f"--frontier {text!r}: expected fractions in (0, 1] such as 0.25,0.5,0.75,1")
+    return values
 
 
 @app.command()

@@ -101,16 +101,27 @@ class SiftSpec(_Strict):
     enabled: bool = True
     beta: float = Field(default=1.0, gt=0)
     loss_history_length: int = Field(default=500, ge=1)
-    sift_delay: int = Field(default=0, ge=0)
+    sift_delay: int | Literal["auto"] = Field(
+        default=0, description="raw batches trained in full first, or auto: start when the loss spread says selection pays")
     sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
     repeat_delay_per_epoch: bool = False
-    mode: Literal["probabilistic", "calibrated", "random"] = "probabilistic"
+    mode: Literal["probabilistic", "calibrated", "infobatch", "random"] = "probabilistic"
     score: Literal["loss", "reducible"] = "loss"
     keep_fraction: float | None = Field(default=None, gt=0, le=1, description="calibrated/random: kept fraction instead of 1/(1+beta)")
-    scoring: Literal["fresh", "memory"] = "fresh"
+    prune_fraction: float = Field(default=0.5, ge=0, lt=1, description="infobatch: drop rate of below-mean samples")
+    anneal_fraction: float = Field(default=0.0, ge=0, lt=1, description="the last fraction of the run keeps everything")
+    scoring: Literal["fresh", "memory"] = Field(
+        default="memory", description="memory (default, measured in docs/tuning.md): remembered losses decide without a forward")
     memory_max_age: int | None = Field(default=1, ge=0, description="memory: rescore losses older than this many epochs (null: never)")
     reference: ReferenceSpec = Field(default_factory=ReferenceSpec)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+
+    @field_validator("sift_delay", mode="before")
+    @classmethod
+    def _delay(cls, v: Any) -> Any:
+        if v == "auto" or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            return v
+        raise ValueError(f"expected a whole number of raw batches >= 0, or auto (got {v!r})")
 
     @field_validator("beta")
     @classmethod
@@ -122,7 +133,9 @@ class SiftSpec(_Strict):
     @model_validator(mode="after")
     def _one_delay(self) -> SiftSpec:
         if self.sift_delay and self.sift_delay_fraction is not None:
-            raise ValueError("give sift_delay (steps) or sift_delay_fraction, not both")
+            raise ValueError("give sift_delay (steps or auto) or sift_delay_fraction, not both")
+        if self.sift_delay == "auto" and self.repeat_delay_per_epoch:
+            raise ValueError("sift_delay auto starts sifting once; it cannot repeat every epoch")
         return self
 
 

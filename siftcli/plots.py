@@ -71,3 +71,34 @@ def _save(fig: Any, ax: Any, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def write_sweep_plot(sweep_dir: Path, result: dict[str, Any]) -> Path:
+    """Metric against training wall-clock: every trial (pruned ones at their last evaluation), the
+    non-dominated trials joined up, and the baseline frontier."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    done = [r for r in result["trials"] if r["state"] == "complete" and r.get("value") is not None]
+    pruned = [r for r in result["trials"] if r["state"] == "pruned" and r.get("value") is not None]
+    if done:
+        ax.scatter([r["train_seconds"] for r in done], [r["value"] for r in done], color=COLORS["sifted"], label="sifted trials")
+    if pruned:
+        ax.scatter([r["train_seconds"] for r in pruned], [r["value"] for r in pruned], marker="x", color="#999999",
+                   label="pruned (at its last evaluation)")
+    front = sorted((r for r in done if r["number"] in set(result.get("front", []))), key=lambda r: r["train_seconds"])
+    if front:
+        ax.plot([r["train_seconds"] for r in front], [r["value"] for r in front], color=COLORS["sifted"], ls="--", label="front")
+    base = [p for p in result["frontier"] if p.get("value") is not None]
+    ax.plot([p["train_seconds"] for p in base], [p["value"] for p in base], marker="s", color=COLORS["baseline"],
+            label="baseline frontier")
+    if result.get("target") is not None:
+        ax.axhline(result["target"], ls=":", color="black", label="target")
+    ax.set_xlabel("training wall-clock (s, evaluation excluded)")
+    ax.set_ylabel(result["metric"])
+    ax.set_title("sweep: metric against time")
+    ax.grid(alpha=0.3)
+    return _save(fig, ax, Path(sweep_dir) / "sweep.png")

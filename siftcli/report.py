@@ -119,18 +119,33 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
 
 
 def sweep_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
-    base = result["baseline"]
-    metric = base["metric"]
-    base_value = _f(base["final"].get(metric), "{:.4f}")
-    t = Table(title=f"siftcli sweep-beta (baseline {metric} {base_value}, {base['train_seconds']:.1f} s)")
-    for col in ("beta", "kept target", "kept achieved", "train s", "equal-epoch ratio", f"{metric} delta",
-                "time-to-target ratio", "best"):
-        t.add_column(col, justify="right")
-    for r in result["rows"]:
-        t.add_row(f"{r['beta']:g}", _pct(r.get("target_keep")), _pct(r.get("achieved_keep")), f"{r['train_seconds']:.1f}",
-                  _f(r.get("equal_epoch_ratio"), "{:.2f}"), _f(r.get("metric_delta"), "{:+.2f}"),
-                  _f(r.get("time_to_target_ratio"), "{:.2f}"), "★" if r["beta"] == result.get("best_beta") else "")
-    parts: list[Any] = [t, Text(result["advice"], style="bold")]
+    """Every trial (parameters, metric, wall-clock, time-to-target, where it was pruned), the front, the baseline
+    frontier, and the recommendation with its reason."""
+    metric = result["metric"]
+    target = _f(result.get("target"), "{:.4f}")
+    counts = result.get("counts", {})
+    t = Table(title=f"siftcli sweep-beta, {result['mode']} mode: {counts.get('complete', 0)} complete, "
+                    f"{counts.get('pruned', 0)} pruned, {counts.get('fail', 0)} failed (target {metric} {target})")
+    for col in ("trial", "parameters", metric, "train s", "time-to-target s", "state", ""):
+        t.add_column(col, justify="left" if col in ("parameters", "state") else "right")
+    best = result["recommendation"]
+    front = set(result.get("front", []))
+    for r in sorted(result["trials"], key=lambda r: r["number"]):
+        params = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in r["params"].items())
+        state = {"pruned": f"pruned at raw batch {r.get('pruned_at_raw_batch')}", "fail": f"failed: {r.get('error') or ''}"[:60]}.get(
+            r["state"], r["state"])
+        mark = "★" if best.get("kind") == "trial" and best.get("number") == r["number"] else ("front" if r["number"] in front else "")
+        t.add_row(str(r["number"]), params, _f(r.get("value"), "{:.4f}"), _f(r.get("train_seconds"), "{:.1f}"),
+                  _f(r.get("time_to_target"), "{:.1f}"), state, mark)
+    for p in result["frontier"]:
+        mark = "★" if best.get("kind") == "baseline" and best.get("fraction") == p["fraction"] else "frontier"
+        t.add_row("base", f"baseline, {p['fraction']:g} of the steps", _f(p.get("value"), "{:.4f}"),
+                  _f(p.get("train_seconds"), "{:.1f}"), "", "complete", mark)
+    parts: list[Any] = [t, Text(best["text"], style="bold")]
+    parts.append(Text(f"sweep wall-clock {result['sweep_seconds']:.0f} s; trial processes {result['trial_process_seconds']:.0f} s; "
+                      f"study {result['study']} in {result['storage']} (optuna-dashboard can open it)", style="dim"))
+    if result.get("plot"):
+        parts.append(Text(f"plot: {result['plot']}", style="dim"))
     if run_dir:
         parts.append(Text(f"results: {run_dir}/sweep.json", style="dim"))
     return Group(*parts)

@@ -1,4 +1,4 @@
-"""Plain functions behind the CLI: one run, a comparison against honest opponents, a beta sweep.
+"""Plain functions behind the CLI: one run and a comparison against honest opponents (the sweep: :mod:`siftcli.sweep`).
 
 They work without the CLI (import and call them) and write everything under a run folder.
 ``prepare`` and ``run_arm`` are public so scripts build other experiments from the same pieces.
@@ -190,6 +190,18 @@ def random_keep_fraction(sifted: dict[str, Any]) -> float:
     return float(value) if value is not None and 0 < value <= 1 else float(keep.get("target") or 1.0)
 
 
+def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
+    """The engine settings of the random-keep control: the sifted run's kept fraction after its delay, and, where
+    that run chose its start (``sift_delay: auto``), the raw batch it started at (never started: keep everything)."""
+    changes: dict[str, Any] = {"mode": "random", "score": "loss", "keep_fraction": random_keep_fraction(sifted)}
+    if (sifted.get("sift") or {}).get("sift_delay") == "auto":
+        started = (sifted.get("keep") or {}).get("sift_started_at")
+        changes["sift_delay"] = 0 if started is None else int(started)
+        if started is None:
+            changes["keep_fraction"] = 1.0
+    return changes
+
+
 def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, equal_time: bool = False,
                 random_keep: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
     """Baseline and sifted runs of one recipe (same seed, data order, hyperparameters and initial weights),
@@ -215,8 +227,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, eq
                                              folder / "equal-time", "equal-time", on_event=on_event)
             if random_keep:  # same kept fraction after the same delay, chosen uniformly: no selection
                 arms["random-keep"] = run_arm(workload, initial, r, folder / "random-keep", "random-keep", sift=True,
-                                              on_event=on_event, mode="random", score="loss",
-                                              keep_fraction=random_keep_fraction(arms["sifted"]))
+                                              on_event=on_event, **random_keep_changes(arms["sifted"]))
             pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"),
                                 arms.get("random-keep"))
             pair["seed"] = r.seed
@@ -332,45 +343,3 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     return None
 
 
-def run_sweep(recipe: Recipe, betas: list[float], *, output: str | None = None,
-              on_event: Event | None = None) -> tuple[Path, dict[str, Any]]:
-    """Baseline once, then one sifted run per beta; ranked by the accuracy-vs-time trade-off."""
-    if not betas or any(not (b > 0 and math.isfinite(b)) for b in betas):
-        raise SiftcliError(f"--betas: expected positive numbers such as 0.5,1,2, got {betas}")
-    names = [f"{b:g}" for b in betas]  # the folder name each beta trains into
-    twice = next((n for n in names if names.count(n) > 1), None)
-    if twice is not None:
-        raise SiftcliError(f"--betas: beta {twice} is given twice; each beta trains into its own folder")
-    workload, run_dir, initial = prepare(recipe, output, "-sweep")
-    rows: list[dict[str, Any]] = []
-    try:
-        baseline = run_arm(workload, initial, recipe, run_dir / "baseline", "baseline", on_event=on_event)
-        for beta in betas:
-            run = run_arm(workload, initial, recipe, run_dir / f"beta-{beta:g}", "sifted", sift=True, on_event=on_event, beta=beta)
-            pair = compare_pair(baseline, run, recipe.eval.target_drop)
-            rows.append({"beta": beta, **pair, "train_seconds": run["train_seconds"], "final": run["final"]})
-    except RunInterrupted as exc:
-        atomic_write_json(run_dir / "sweep.json", {"status": "interrupted", "rows": rows})
-        raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
-    result = {"status": "completed", **rank_sweep(baseline, rows)}
-    atomic_write_json(run_dir / "sweep.json", result)
-    return run_dir, result
-
-
-def rank_sweep(baseline: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Best beta: the fastest to the target among those ending within the tolerance; else the most accurate."""
-    tol = rows[0]["target_drop"] if rows else 0.5
-    scale = 100.0 if baseline["metric"] == "accuracy" else 1.0
-
-    def key(row: dict[str, Any]) -> tuple:
-        ok = row.get("metric_delta") is not None and (
-            row["metric_delta"] >= -tol if baseline["higher_is_better"] else row["metric_delta"] <= tol * scale)
-        tta = row.get("time_to_target_ratio")
-        return (0 if ok and tta is not None else 1, tta if tta is not None else math.inf,
-                -(row.get("metric_delta") or -math.inf))
-
-    ranked = sorted(rows, key=key)
-    best = ranked[0] if ranked and key(ranked[0])[0] == 0 else None
-    return {"baseline": _brief(baseline), "rows": ranked, "best_beta": best["beta"] if best else None,
-            "advice": (f"beta {best['beta']:g} reached the target in {best['time_to_target_ratio']:.2f}x the baseline's time"
-                       if best else "no beta reached the baseline's target within the tolerance; sifting does not pay on this recipe")}

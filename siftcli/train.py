@@ -95,9 +95,10 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
 
 def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: Any,
                optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe,
-               device: torch.device) -> tuple[torch.Tensor, float, float]:
+               device: torch.device, weights: torch.Tensor | None = None) -> tuple[torch.Tensor, float, float]:
     """One optimizer step; returns (per-sample losses, detached; forward+backward seconds incl. the copy to
-    the device; optimizer seconds). The per-sample losses feed the sifting loader's loss memory for free.
+    the device; optimizer seconds). The per-sample losses feed the sifting loader's loss memory for free;
+    ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before the mean.
 
     The scaler is a no-op unless training in fp16, so there is one path for every precision.
     """
@@ -106,7 +107,7 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     with autocast(device, recipe.precision):
         losses = loss_fn(forward, batch)
-    loss = losses.mean()
+    loss = losses.mean() if weights is None else (losses * weights.to(device, losses.dtype)).mean()
     if not torch.isfinite(loss):
         raise _NonFiniteLoss(loss.item())
     scaler.scale(loss).backward()
@@ -236,7 +237,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                                                      recipe.optim.warmup_fraction, recipe.optim.schedule)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    losses, fb, opt = train_step(forward, model, batch, workload.loss_fn, optimizer, scaler, recipe, device)
+                    losses, fb, opt = train_step(forward, model, batch, workload.loss_fn, optimizer, scaler, recipe, device,
+                                                 loader.last_weights)
                     loader.record(losses)
                     state.phases["forward_backward"] += fb
                     state.phases["optimizer"] += opt

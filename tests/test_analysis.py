@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from siftcli.analysis import compare_pair, summarise_seeds, target_for, time_to_target, verdict
-from siftcli.runner import rank_sweep
 
 
 def _run(arm: str, curve: list[tuple[float, float]], seconds: float, keep: float | None = None) -> dict:
@@ -75,19 +74,6 @@ def test_verdict_over_seeds_says_when_only_some_seeds_reached_the_target() -> No
     assert "only 2 of 3 seeds (time-to-target ratio 1.00 where it did)" in text
     assert "never reached" not in text
     assert "never reached the target" in verdict(pair, {"beta": 1.0}, summarise_seeds(pairs[1:2]))
-
-
-def test_sweep_picks_the_fastest_beta_within_tolerance() -> None:
-    base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
-    rows = [
-        {"beta": 0.5, "metric_delta": 0.1, "time_to_target_ratio": 0.8, "target_drop": 0.5},
-        {"beta": 3.0, "metric_delta": -2.0, "time_to_target_ratio": None, "target_drop": 0.5},
-        {"beta": 1.0, "metric_delta": -0.2, "time_to_target_ratio": 0.6, "target_drop": 0.5},
-    ]
-    result = rank_sweep(base, rows)
-    assert result["best_beta"] == 1.0 and [r["beta"] for r in result["rows"]] == [1.0, 0.5, 3.0]
-    none = rank_sweep(base, [{"beta": 3.0, "metric_delta": -2.0, "time_to_target_ratio": None, "target_drop": 0.5}])
-    assert none["best_beta"] is None and "does not pay" in none["advice"]
 
 
 def test_verdict_leads_with_the_honest_opponents() -> None:

@@ -39,7 +39,7 @@ RECIPE_CASES = [
     ({"epochs": -1}, "key 'epochs'"),
     ({"loss": "mse"}, "loss 'mse' does not fit task 'text-classification'"),
     ({"metric": "perplexity"}, "metric 'perplexity' does not fit task"),
-    ({"sift.sift_delay_fraction": 0.3}, "give sift_delay (steps) or sift_delay_fraction, not both"),
+    ({"sift.sift_delay_fraction": 0.3}, "give sift_delay (steps or auto) or sift_delay_fraction, not both"),
     ({"precision": "fp16", "device": "cpu"}, "fp16 needs device cuda"),
     ({"sift.precision": "fp16"}, "sift.precision fp16 needs device cuda"),
     ({"sift.precision": "int8"}, "key 'sift.precision'"),
@@ -181,7 +181,7 @@ def test_bad_betas(tmp_path: Path, text_csv: Path) -> None:
 
 
 def test_negative_beta_in_sweep(tmp_path: Path, text_csv: Path) -> None:
-    _one_line_error(runner.invoke(app, ["sweep-beta", _recipe(tmp_path, text_csv), "--betas", "1,-2", "-q"]), "expected positive numbers")
+    _one_line_error(runner.invoke(app, ["sweep-beta", _recipe(tmp_path, text_csv), "--betas", "1,-2", "-q"]), "every beta must be positive")
 
 
 def test_compare_too_many_arguments() -> None:
@@ -265,7 +265,7 @@ def test_a_folder_is_claimed_by_one_live_process(tmp_path: Path) -> None:
 
 def test_duplicate_betas_and_a_name_that_would_leave_runs(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
     _one_line_error(runner.invoke(app, ["sweep-beta", _recipe(tmp_path, text_csv), "--betas", "1,1.0", "-q", "-o", str(tmp_path / "s")]),
-                    "--betas: beta 1 is given twice")
+                    "--betas '1,1.0': a value is given twice")
     from siftcli.runio import make_run_dir
 
     monkeypatch.chdir(tmp_path)

@@ -186,8 +186,130 @@ def test_memory_mode_scores_only_unknown_or_stale_samples_and_record_feeds_it() 
     firsts = (fed.dataloader.dataset.tensors[0][:, 0] * 1e6).round().long().tolist()
     assert {firsts[i] for i in (remembered == 42.0).nonzero().flatten().tolist()} == set(trained)
     assert len(trained) == fed.stats.kept_samples < 96
+    with pytest.raises(ValueError, match="more often than batches were yielded"):
+        fed.record(torch.zeros(3))
+    next(iter(fed))
     with pytest.raises(ValueError, match="record\\(\\) got 3 losses"):
         fed.record(torch.zeros(3))
     with pytest.raises(ValueError, match="scoring='memory' needs sample indices"):
         SiftingDataLoader([(torch.zeros(2, 4), torch.zeros(2).long())], torch.nn.Linear(4, 2), cross_entropy_loss,
                           SiftConfig(scoring="memory"), batch_size=2)
+
+
+class _Counted(torch.utils.data.Dataset):
+    """Row i holds the value i / n; every fetch is counted (sampler-level skipping must avoid them)."""
+
+    def __init__(self, n: int = 96) -> None:
+        self.n, self.fetched = n, []
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        self.fetched.append(i)
+        return torch.tensor([i / self.n, 0.0]), torch.tensor(i % 2)
+
+
+def _value_loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
+    """The loss of a row is its value: decisions are known in advance, whatever the model does."""
+    return batch[0][:, 0].clone()
+
+
+def test_infobatch_weights_line_up_with_the_yielded_samples_and_reach_the_loss() -> None:
+    data = _Counted(400)
+    loader = SiftingDataLoader(DataLoader(data, batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(0)),
+                               torch.nn.Linear(2, 2), _value_loss,
+                               SiftConfig(mode="infobatch", prune_fraction=0.5, loss_history_length=2000, seed=0),
+                               meta_in_batch=True)
+    low, high = [], []
+    for batch in loader:
+        values, weights = batch[0][:, 0], loader.last_weights
+        assert weights is None or weights.shape == values.shape
+        w = torch.ones_like(values) if weights is None else weights
+        assert torch.equal(loader.training_loss(values.clone()), (values * w).mean())  # recorded and weighted
+        low += values[w == 2].tolist()
+        high += values[w == 1].tolist()
+    assert max(low) < 0.6 and min(high) > 0.4  # weight 2 only below the (rolling) mean of about 0.5
+    assert 0.6 < loader.stats.kept_fraction < 0.9
+    dict_loader = SiftingDataLoader(DataLoader([{"x": torch.tensor([float(i)]), "labels": torch.tensor(0)} for i in range(32)],
+                                               batch_size=8), torch.nn.Linear(1, 1), lambda m, b: b["x"][:, 0],
+                                    SiftConfig(mode="infobatch", seed=0), meta_in_batch=True)
+    batch = next(iter(dict_loader))
+    assert {"sift_weight", "sift_index"} <= set(batch) and batch["sift_index"].tolist() == batch["x"][:, 0].long().tolist()
+    dict_loader.training_loss(batch["x"][:, 0], batch)
+    assert "sift_weight" not in batch  # read and removed, so the batch can go on to the model
+
+
+def test_memory_decisions_are_made_at_the_sampler_so_dropped_samples_are_never_fetched() -> None:
+    data = _Counted(96)
+    loader = SiftingDataLoader(DataLoader(data, batch_size=8), torch.nn.Linear(2, 2), _value_loss,
+                               SiftConfig(beta=2.0, scoring="memory", memory_max_age=None, sift_delay=12, seed=0))
+    for batch in loader:  # epoch 1: the delay; the training losses are recorded (free) and fill the history
+        loader.record(batch[0][:, 0])
+    assert loader.stats.scored_samples == 0 and loader.sifter.history.numel() == 96
+    data.fetched.clear()
+    kept_values = []
+    for batch in loader:
+        kept_values += batch[0][:, 0].tolist()
+        loader.record(batch[0][:, 0])
+    epoch = loader.stats.epochs[-1]
+    assert epoch.scored_samples == 0 and epoch.memory_samples == 96
+    assert len(data.fetched) == epoch.kept_samples == len(kept_values) < 96  # only kept samples were loaded
+    assert sorted(data.fetched) == sorted(round(v * 96) for v in kept_values)
+
+
+@pytest.mark.parametrize("stop,workers", [(2, 0), (5, 2)])
+def test_resume_with_decisions_at_the_sampler_reproduces_an_uninterrupted_run(stop: int, workers: int) -> None:
+    """With workers the sampler runs ahead: the decisions it made for batches not yet trained are saved and replayed."""
+
+    def make() -> SiftingDataLoader:
+        from siftcli.builders import SeededSampler  # an order fixed by (seed, epoch), as a resumable run needs
+
+        return SiftingDataLoader(DataLoader(_Counted(120), batch_size=8, sampler=SeededSampler(120, 3), num_workers=workers),
+                                 torch.nn.Linear(2, 2), _value_loss,
+                                 SiftConfig(mode="infobatch", scoring="memory", memory_max_age=None, sift_delay=15, seed=4),
+                                 epochs=3)
+
+    def run(loader: SiftingDataLoader, batches: int | None = None) -> list[list[float]]:
+        out, it = [], iter(loader)
+        for batch in it if batches is None else (next(it) for _ in range(batches)):
+            out.append(batch[0][:, 0].tolist())
+            loader.training_loss(batch[0][:, 0])
+        return out
+
+    full = make()
+    reference = [b for _ in range(3) for b in run(full)]
+    first = make()
+    got = run(first) + run(first, stop)  # epoch 1 whole, then part of epoch 2 (decided at the sampler)
+    resumed = make()
+    resumed.load_state_dict(first.state_dict())
+    got += run(resumed) + run(resumed)
+    assert got == reference
+    assert resumed.stats.kept_samples == full.stats.kept_samples and resumed.stats.memory_samples == full.stats.memory_samples
+
+
+def test_anneal_needs_the_run_length_and_keeps_everything_at_the_end() -> None:
+    with pytest.raises(ValueError, match="anneal_fraction needs epochs"):
+        SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(anneal_fraction=0.25))
+    loader = SiftingDataLoader(_tuple_loader(n=96, batch=8), torch.nn.Linear(4, 2), cross_entropy_loss,
+                               SiftConfig(beta=3.0, anneal_fraction=0.25, seed=0), epochs=4)
+    lengths = [len(loader)]
+    for _ in range(4):
+        list(loader)
+        lengths.append(len(loader))
+    last = loader.stats.epochs[-1]
+    assert last.kept_samples == last.raw_samples == 96 and last.scored_samples == 0  # no scoring forward either
+    assert all(e.kept_samples < 96 for e in loader.stats.epochs[:3])
+    assert loader.stats.anneal_started_at == 36 and lengths[3] == 12  # len() knows the last epoch keeps everything
+
+
+def test_record_follows_the_order_batches_were_yielded_in_when_the_loop_fetches_ahead() -> None:
+    data = _Counted(64)
+    loader = SiftingDataLoader(DataLoader(data, batch_size=8), torch.nn.Linear(2, 2), _value_loss,
+                               SiftConfig(mode="all", scoring="fresh"))
+    it = iter(loader)
+    ahead = [next(it), next(it), next(it)]  # like Lightning's prefetch or gradient accumulation
+    for batch in ahead:
+        loader.record(batch[0][:, 0] + 10)
+    remembered = loader.memory.read(torch.arange(24))
+    assert torch.allclose(remembered, torch.arange(24) / 64 + 10)

@@ -40,13 +40,17 @@ def test_compare_view_has_every_arm_and_the_two_values() -> None:
         assert expected in text, expected
 
 
-def test_sweep_view_marks_the_best_beta_only() -> None:
-    base = _run("baseline", 20.0, 0.8)
-    rows = [{"beta": 2.0, "target_keep": 1 / 3, "achieved_keep": 0.4, "train_seconds": 9.0, "equal_epoch_ratio": 0.45,
-             "metric_delta": -0.2, "time_to_target_ratio": 0.5},
-            {"beta": 0.5, "target_keep": 2 / 3, "achieved_keep": 0.7, "train_seconds": 15.0, "equal_epoch_ratio": 0.75,
-             "metric_delta": 0.1, "time_to_target_ratio": 0.9}]
-    text = _render(sweep_view({"baseline": base, "rows": rows, "best_beta": 2.0, "advice": "beta 2 wins"}))
+def test_sweep_view_marks_the_recommendation_the_front_and_the_frontier() -> None:
+    trials = [{"number": 0, "state": "complete", "params": {"beta": 2.0}, "value": 0.8, "train_seconds": 9.0, "time_to_target": 5.0},
+              {"number": 1, "state": "pruned", "params": {"beta": 0.5}, "value": 0.6, "train_seconds": 3.0, "time_to_target": None,
+               "pruned_at_raw_batch": 12},
+              {"number": 2, "state": "fail", "params": {"beta": 9.0}, "value": None, "train_seconds": None, "error": "boom"}]
+    frontier = [{"fraction": 0.5, "value": 0.7, "train_seconds": 10.0}, {"fraction": 1.0, "value": 0.82, "train_seconds": 20.0}]
+    result = {"mode": "budget", "metric": "accuracy", "target": 0.815, "counts": {"complete": 1, "pruned": 1, "fail": 1},
+              "trials": trials, "front": [0], "frontier": frontier, "sweep_seconds": 40.0, "trial_process_seconds": 30.0,
+              "study": "s", "storage": "j", "recommendation": {"kind": "trial", "number": 0, "text": "sift with beta 2"}}
+    text = _render(sweep_view(result))
     starred = [line for line in text.splitlines() if "★" in line]
-    assert len(starred) == 1 and starred[0].split("│")[1].strip() == "2"
-    assert "beta 2 wins" in text
+    assert len(starred) == 1 and starred[0].split("│")[1].strip() == "0"
+    assert "pruned at raw batch 12" in text and "failed: boom" in text and text.count("frontier") == 2
+    assert "sift with beta 2" in text and "optuna-dashboard" in text

@@ -154,7 +154,7 @@ def test_memory_scoring_skips_the_forward_for_remembered_samples(tmp_path: Path,
     aged = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.scoring": "memory", "sift.sift_delay": 0})),
                      output=str(tmp_path / "aged"))[1]  # default age limit 1: epoch 2 rescores what epoch 1 did not train
     assert n < aged["samples_scored"] < 2 * n and aged["samples_scored"] + aged["samples_from_memory"] == 3 * n
-    fresh = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.sift_delay": 0})),
+    fresh = run_train(validate_recipe(tiny_recipe_dict(text_csv, epochs=3, **{"sift.sift_delay": 0, "sift.scoring": "fresh"})),
                       output=str(tmp_path / "fresh"))[1]
     assert fresh["samples_scored"] == 3 * n and fresh["samples_from_memory"] == 0
 
@@ -239,3 +239,44 @@ def test_the_evaluation_schedule_does_not_change_training(tmp_path: Path, text_c
         runs.append(w.model.state_dict())
     for name, value in runs[0].items():
         assert torch.equal(value, runs[1][name]), name
+
+
+def test_rule_weights_scale_the_training_loss() -> None:
+    """InfoBatch's weights reach the gradient: weight 2 on every sample doubles an SGD step."""
+    from siftcli.sift.losses import cross_entropy_loss
+    from siftcli.train import train_step
+
+    recipe = validate_recipe({"optim": {"grad_clip": None}})
+    batch_x, batch_y = torch.randn(6, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0, 1, 1, 0])
+
+    def step(weights: torch.Tensor | None) -> torch.Tensor:
+        model = torch.nn.Linear(4, 2)
+        model.load_state_dict({"weight": torch.zeros(2, 4), "bias": torch.zeros(2)})
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", enabled=False)
+        loss = lambda m, b: cross_entropy_loss(m, (b["x"], b["labels"]))  # noqa: E731
+        train_step(model, model, {"x": batch_x, "labels": batch_y}, loss, opt, scaler, recipe, torch.device("cpu"), weights)
+        return model.weight.detach().clone()
+
+    plain, doubled = step(None), step(torch.full((6,), 2.0))
+    assert torch.allclose(doubled, 2 * plain) and not torch.allclose(plain, torch.zeros_like(plain))
+    half = step(torch.tensor([2.0, 2.0, 2.0, 0.0, 0.0, 0.0]))
+    assert not torch.allclose(half, plain)
+
+
+def test_infobatch_with_anneal_and_auto_delay_through_the_loop(tmp_path: Path, text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=4, **{
+        "sift.mode": "infobatch", "sift.scoring": "memory", "sift.memory_max_age": None, "sift.sift_delay": 15,
+        "sift.anneal_fraction": 0.25}))
+    _, m = run_train(recipe, output=str(tmp_path / "ib"))
+    n, per_epoch = 120, 15  # training rows and raw batches per epoch of the tiny data
+    epochs = m["keep"]["per_epoch"]
+    assert m["raw_samples"] == 4 * n and epochs[-1]["kept"] == n  # the anneal: the last epoch keeps everything
+    assert m["keep"]["sift_started_at"] == per_epoch and m["keep"]["anneal_started_at"] == 3 * per_epoch
+    assert m["samples_scored"] == 0  # memory filled by the first epoch's training forward: no scoring forward at all
+    assert m["keep"]["scored_after_first_epoch"] == 0 and m["samples_trained"] < 4 * n
+    auto = validate_recipe(tiny_recipe_dict(text_csv, epochs=2, **{"sift.sift_delay": "auto"}))
+    _, a = run_train(auto, output=str(tmp_path / "auto"))
+    started = a["keep"]["sift_started_at"]
+    assert started is None or 0 < started < 30  # reported either way (a tiny model may never earn it)
+    assert a["sift"]["sift_delay"] == "auto" and 0 < a["samples_scored"] < a["raw_samples"]  # only the probes were scored

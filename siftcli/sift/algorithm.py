@@ -69,3 +69,35 @@ def sample_keep_count(prob: torch.Tensor, k: int, generator: torch.Generator) ->
     chosen = torch.multinomial(weights, k, replacement=False, generator=generator)
     mask[chosen] = True
     return mask
+
+
+def infobatch_keep(scores: torch.Tensor, threshold: float, prune: float,
+                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """InfoBatch's unbiased rule (Qin et al., ICLR 2024): a sample scoring below ``threshold`` (the mean
+    score) is dropped with probability ``prune``; the low-score samples that survive weigh ``1/(1-prune)``
+    in the loss, so the expected gradient over the low-score part is unchanged. Returns (mask, weights).
+    """
+    scores = scores.detach().float().flatten().cpu()
+    low = scores < threshold
+    draws = torch.rand(scores.shape, generator=generator, device="cpu")
+    mask = ~low | (draws >= prune)
+    weights = torch.where(low, torch.full_like(scores, 1.0 / (1.0 - prune)), torch.ones_like(scores))
+    return mask, weights
+
+
+def importance_gain(losses: torch.Tensor) -> float:
+    """``E[l^2] / E[l]^2 = 1 + CV^2`` of non-negative losses: the variance reduction of sampling samples in
+    proportion to their loss instead of uniformly (Katharopoulos & Fleuret, 2018, with the loss as the
+    importance score). 1 means the losses are all alike and ranking them cannot pay; it grows as the
+    model separates easy from hard samples."""
+    losses = losses.detach().float().flatten()
+    losses = losses[torch.isfinite(losses)].clamp_min(0.0)
+    mean = float(losses.mean()) if losses.numel() else 0.0
+    return float((losses**2).mean()) / mean**2 if mean > 0 else 1.0
+
+
+def start_threshold(scoring_cost: float, keep_fraction: float) -> float:
+    """The gain above which selection pays for its scoring: a sifted raw sample costs ``s + a`` training
+    steps' worth and yields ``a`` samples worth ``gain`` each, so it beats uniform training when
+    ``a * gain > s + a``, i.e. ``gain > 1 + s/a``."""
+    return 1.0 + scoring_cost / max(keep_fraction, 1e-6)

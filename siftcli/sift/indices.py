@@ -4,15 +4,22 @@ Modes that remember or look up something per sample (reducible-loss scoring, lab
 need them; users write no code for it. A map-style ``DataLoader`` draws its index lists from
 ``batch_sampler`` in the order it yields batches (also with worker processes, which keep order), so
 recording the lists as the loader draws them and popping one per raw batch keeps them aligned.
+
+The same hook lets memory scoring decide a raw batch *before* it is fetched: a ``prefilter`` gets each
+raw index list and returns the indices to fetch (``None``: none), so a dropped sample is never loaded,
+transformed or collated. With worker processes the sampler runs ahead by ``prefetch_factor *
+num_workers`` batches, so those decisions are made that much earlier (still in a fixed order).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+
+Prefilter = Callable[[list[int]], "list[int] | None"]
 
 
 class _RecordingBatchSampler:
@@ -21,9 +28,15 @@ class _RecordingBatchSampler:
     def __init__(self, inner: Any, record: deque) -> None:
         self.inner = inner
         self.record = record
+        self.prefilter: Prefilter | None = None
 
     def __iter__(self) -> Iterator[list[int]]:
+        prefilter = self.prefilter
         for batch in self.inner:
+            if prefilter is not None:
+                batch = prefilter(list(batch))
+                if not batch:
+                    continue
             self.record.append(list(batch))
             yield batch
 
@@ -39,11 +52,15 @@ class IndexTracker:
 
     def __init__(self, dataloader: Any) -> None:
         self._record: deque[list[int]] = deque()
-        self.available = _install(dataloader, self._record)
+        self._sampler = _install(dataloader, self._record)
+        self.available = self._sampler is not None
 
-    def start(self) -> None:
-        """Call before each ``iter(dataloader)``: what an earlier pass prefetched is not this pass's."""
+    def start(self, prefilter: Prefilter | None = None) -> None:
+        """Call before each ``iter(dataloader)``: what an earlier pass prefetched is not this pass's.
+        ``prefilter`` (or ``None``) applies to this pass."""
         self._record.clear()
+        if self._sampler is not None:
+            self._sampler.prefilter = prefilter
 
     def next(self) -> torch.Tensor | None:
         if not self.available:
@@ -54,19 +71,19 @@ class IndexTracker:
         return torch.tensor(self._record.popleft(), dtype=torch.long)
 
 
-def _install(dataloader: Any, record: deque) -> bool:
+def _install(dataloader: Any, record: deque) -> _RecordingBatchSampler | None:
     from torch.utils.data import DataLoader, IterableDataset
 
     # accelerate's DataLoaderShard (the HF Trainer's loader) iterates a wrapped base_dataloader
     dataloader = getattr(dataloader, "base_dataloader", dataloader)
     if not isinstance(dataloader, DataLoader) or isinstance(dataloader.dataset, IterableDataset):
-        return False
+        return None
     if dataloader.batch_sampler is None:  # batch_size=None: the dataset yields whole batches
-        return False
+        return None
     if not isinstance(dataloader.batch_sampler, _RecordingBatchSampler):
         # DataLoader forbids setting batch_sampler after construction; its iterators read it afresh
         # each epoch, so swapping it in place is safe and keeps the user's loader object.
         object.__setattr__(dataloader, "batch_sampler", _RecordingBatchSampler(dataloader.batch_sampler, record))
     else:
         dataloader.batch_sampler.record = record
-    return True
+    return dataloader.batch_sampler

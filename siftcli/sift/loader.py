@@ -8,7 +8,9 @@ across ranks (:mod:`.distributed`), counting (:mod:`.stats`) and packing (:class
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import torch
 
 from siftcli.sift import batching
-from siftcli.sift.distributed import agree_across_ranks
+from siftcli.sift.distributed import agree_across_ranks, world_size
 from siftcli.sift.indices import IndexTracker
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.memory import LossMemory
@@ -35,11 +37,25 @@ class BatchDecision:
     losses: torch.Tensor | None  # scoring-forward losses (None when the batch was not scored)
     scores: torch.Tensor | None  # what was ranked: the losses, or the reducible losses
     indices: torch.Tensor | None  # dataset indices, where the loader could tell them
-    delayed: bool  # decided inside the sift delay (everything kept)
+    delayed: bool  # kept whole by the schedule: inside the sift delay or the anneal
     scored: int = 0  # samples that went through a scoring forward (the rest, if losses is set, came from memory)
+    weights: torch.Tensor | None = None  # per-sample loss weights of the rule (None: all ones)
 
 
 BatchHook = Callable[[BatchDecision], None]
+#: Batch fields added with ``meta_in_batch=True``.
+META_INDEX, META_WEIGHT = "sift_index", "sift_weight"
+
+
+@dataclass
+class _Entry:
+    """One raw batch's decision on its way through the loader (``mask`` None: not decided yet)."""
+
+    raw: torch.Tensor | None  # its dataset indices
+    mask: torch.Tensor | None = None
+    losses: torch.Tensor | None = None
+    scores: torch.Tensor | None = None
+    weights: torch.Tensor | None = None
 
 
 class SiftingDataLoader:
@@ -63,10 +79,18 @@ class SiftingDataLoader:
         padding_side: ``right`` or ``left``, as the tokenizer padded.
         reference_losses: ``Tensor[len(dataset)]``, a reference model's loss per training sample, for
             ``SiftConfig(score="reducible")`` (``siftcli.reference`` computes them cross-fitted).
+        epochs: the run's length in epochs; ``SiftConfig(anneal_fraction=...)`` needs it to know when the
+            last part of the run begins.
+        meta_in_batch: put each yielded mapping batch's dataset indices and loss weights in it too, as
+            ``sift_index`` and ``sift_weight``, for loops that fetch batches ahead of using them (gradient
+            accumulation); :meth:`training_loss` reads and removes them. Off by default: a model called
+            with ``**batch`` would reject them.
 
-    Call :meth:`record` with the training forward's per-sample losses of each yielded batch to feed
-    the loss memory for free (siftcli's own loop does); ``SiftConfig(scoring="memory")`` then skips
-    the scoring forward for every sample it remembers.
+    In a loop of your own, turn the training forward's per-sample losses into the loss to backpropagate
+    with ``loss = sifted.training_loss(per_sample_losses)``: it records them by sample (free scores for
+    the loss memory: ``SiftConfig(scoring="memory")`` then skips the scoring forward for every sample it
+    remembers, and with a map-style ``DataLoader`` a sample it drops is never fetched or collated) and
+    applies the rule's weights (``mode="infobatch"``). siftcli's loop and integrations do this for you.
     """
 
     def __init__(
@@ -84,6 +108,8 @@ class SiftingDataLoader:
         padding_side: str = "right",
         yield_on_device: bool = False,
         reference_losses: torch.Tensor | None = None,
+        epochs: float | None = None,
+        meta_in_batch: bool = False,
     ) -> None:
         self.dataloader = dataloader
         self.config = config or SiftConfig()
@@ -100,12 +126,20 @@ class SiftingDataLoader:
         if self._needs_indices and not self.indices.available:
             raise ValueError(f"{self._needs_indices} needs sample indices: wrap a DataLoader over a map-style dataset")
         self.memory = LossMemory(_dataset_len(dataloader) or 0)
-        self.index_packer = batching.Packer(self.batch_size)
-        self._last_indices: torch.Tensor | None = None
+        self.meta_packer = batching.Packer(self.batch_size)  # each kept sample's weight (and index, where known)
+        # per yielded batch not yet recorded, in order: its indices and weights (loops that fetch ahead,
+        # like Lightning's and the HF Trainer's with gradient accumulation, record them in the same order)
+        self._yielded: deque[dict[str, torch.Tensor]] = deque(maxlen=256)
+        self.meta_in_batch = meta_in_batch
+        self._train_seconds: deque[float] = deque(maxlen=64)  # the loop's seconds per trained sample, recent batches
         self.batch_transform = batch_transform
         self.yield_on_device = yield_on_device
         self.packer = batching.Packer(self.batch_size, pad_values, padding_side)
         self.sifter = Sifter(self.config)
+        if self.config.anneal_fraction and not epochs:
+            raise ValueError("anneal_fraction needs epochs=: the loader must know when the last part of the run begins")
+        if epochs:
+            self.sifter.total_steps = math.ceil(float(epochs) * len(dataloader))
         self.stats = SiftStats(target_keep_fraction=self.config.target_keep_fraction)
         self.epoch = 0
         self._raw_in_epoch = 0
@@ -113,6 +147,11 @@ class SiftingDataLoader:
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
         self._on_batch: list[BatchHook] = []
+        # memory scoring at the sampler: raw batches requested and not yet accounted, in order; on resume,
+        # finished raw batches to pass over and requested ones to hand out again with the same decision
+        self._inflight: deque[_Entry] = deque()
+        self._swallow = 0
+        self._replay: deque[_Entry] = deque()
 
     @property
     def _needs_indices(self) -> str | None:
@@ -132,33 +171,95 @@ class SiftingDataLoader:
 
     # -- contract ------------------------------------------------------------------------
     def __len__(self) -> int:
-        """Expected sifted batches in the next epoch (exact in calibrated mode, up to rounding)."""
+        """Expected sifted batches in the next epoch (exact in calibrated mode, up to rounding).
+
+        Raw batches kept whole by the schedule (the delay; the anneal) count in full; an ``auto``
+        delay that has not started yet is counted as lasting the whole epoch (an upper bound).
+        """
         raw_batches = len(self.dataloader)
         n_samples = _dataset_len(self.dataloader) or raw_batches * self.batch_size
-        if self.config.repeat_delay_per_epoch:
-            delay_left = self.config.sift_delay
-        else:  # raw batches decided before the current (or next) epoch began
-            delay_left = max(0, self.config.sift_delay - (self.sifter.steps - self.sifter.epoch_steps))
-        delayed_batches = min(raw_batches, delay_left)
-        delayed_samples = min(n_samples, delayed_batches * self.batch_size)
-        kept = delayed_samples + (n_samples - delayed_samples) * self.config.target_keep_fraction
+        first = self.sifter.steps - self.sifter.epoch_steps  # raw batches decided before this epoch
+        if self.config.auto_delay:
+            delay_end = first + (0 if self.sifter.started_at is not None else raw_batches)
+        else:
+            delay_end = int(self.config.sift_delay) + (first if self.config.repeat_delay_per_epoch else 0)
+        anneal = self.sifter.anneal_start
+        whole = sum(1 for step in range(first, first + raw_batches) if step < delay_end or (anneal is not None and step >= anneal))
+        whole_samples = min(n_samples, whole * self.batch_size)
+        kept = whole_samples + (n_samples - whole_samples) * self.config.target_keep_fraction
         return max(1, math.ceil(kept / self.batch_size)) if n_samples else 0
 
-    def record(self, losses: torch.Tensor) -> None:
-        """Remember the training forward's per-sample losses of the batch just yielded (free scores).
+    def training_loss(self, losses: torch.Tensor, batch: Any = None) -> torch.Tensor:
+        """The scalar to backpropagate from the training forward's per-sample ``losses`` of a yielded batch:
+        records them (:meth:`record`) and averages them with the rule's weights (all ones unless
+        ``mode="infobatch"``). Pass the ``batch`` when it carries ``sift_index``/``sift_weight``
+        (``meta_in_batch``; they are removed from it), else the batch just yielded is meant."""
+        weights = self.last_weights
+        if isinstance(batch, dict) and META_WEIGHT in batch:
+            batch.pop(META_INDEX, None)
+            weights = batch.pop(META_WEIGHT)
+        self.record(losses)
+        if weights is None:
+            return losses.mean()
+        return (losses * weights.to(losses.device, losses.dtype)).mean()
 
-        A no-op where the loader cannot tell sample indices (see :mod:`siftcli.sift.indices`).
-        """
-        if self._last_indices is None:
-            return
+    @property
+    def last_weights(self) -> torch.Tensor | None:
+        """Loss weights of the oldest yielded batch not yet recorded (the one being trained on); None: all ones."""
+        if not self._yielded:
+            return None
+        weights = self._yielded[0]["weight"]
+        return None if bool((weights == 1).all()) else weights
+
+    def record(self, losses: torch.Tensor) -> None:
+        """Remember the training forward's per-sample losses of a yielded batch by sample index: free scores
+        for memory scoring. Call it once per yielded batch, in order (the oldest batch not yet recorded is
+        meant, so loops that fetch ahead stay aligned). While the delay lasts, with ``sift_delay="auto"`` or
+        memory scoring, they also fill the history (and the start rule's gain estimate) instead of scoring. Without sample indices (see
+        :mod:`siftcli.sift.indices`) only the latter."""
         losses = losses.detach().flatten()
-        if losses.numel() != self._last_indices.numel():
-            raise ValueError(f"record() got {losses.numel()} losses for a batch of {self._last_indices.numel()} samples")
-        self.memory.write(self._last_indices, losses, self.epoch)
+        if not self._yielded:
+            raise ValueError("record() was called more often than batches were yielded: call it once per batch")
+        meta = self._yielded.popleft()
+        history_from_training = self.config.auto_delay or self.config.scoring == "memory"
+        if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
+            self.sifter.observe(losses[meta["delayed"].to(losses.device)])
+        indices = meta.get("index")
+        if indices is None:
+            return
+        if losses.numel() != indices.numel():
+            raise ValueError(f"record() got {losses.numel()} losses for a batch of {indices.numel()} samples")
+        self.memory.write(indices, losses, self.epoch)
 
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
         self._on_batch.append(hook)
+
+    @property
+    def scoring_cost(self) -> float:
+        """``s``: seconds per sample of the scoring forward over seconds per sample the loop spends
+        training (the median of recent batches, so an evaluation now and then does not skew it); NaN
+        until both were seen."""
+        if not self.stats.scored_samples or not self._train_seconds:
+            return float("nan")
+        per_trained = statistics.median(self._train_seconds)
+        return (self.scorer.seconds / self.stats.scored_samples) / per_trained if per_trained > 0 else float("nan")
+
+    def _keeps_all(self) -> bool:
+        """Whether the next raw batch is kept whole by the schedule; an ``auto`` delay may end here."""
+        if self.config.auto_delay and self.sifter.in_delay and self.config.needs_scores:
+            s = self.scoring_cost
+            if self.config.scoring == "memory":  # a sample is scored about once per memory_max_age + 1 epochs
+                s /= 1 + (self.config.memory_max_age if self.config.memory_max_age is not None else 9)
+            self.sifter.maybe_start(s)
+        return self.sifter.keeps_all
+
+    @property
+    def _prefiltering(self) -> bool:
+        """Decisions from memory are made at the sampler, so dropped samples are never fetched:
+        memory scoring over a map-style ``DataLoader`` in a single process (across ranks every decision
+        must meet the others' at the same point, which only the per-raw-batch path guarantees)."""
+        return self.config.scoring == "memory" and self.config.needs_scores and self.indices.available and world_size() < 2
 
     def __iter__(self) -> Iterator[Any]:
         if self._active and not self._resume_mid_epoch:
@@ -170,14 +271,20 @@ class SiftingDataLoader:
             self.sifter.start_epoch()
             self._raw_in_epoch = 0
             self.packer.clear()
-            self.index_packer.clear()
+            self.meta_packer.clear()
             self._pending = []
+            self._inflight.clear()
+            self._yielded.clear()
         skip = self._raw_in_epoch
         self._resume_mid_epoch = False
         _set_epoch(self.dataloader, self.epoch)
-        self.indices.start()
+        prefilter = self._prefiltering
+        self.indices.start(self._prefilter if prefilter else None)
+        if prefilter:  # resume: the sampler passes over finished raw batches without fetching them
+            self._swallow, self._replay = skip, deque(self._inflight)
+            self._inflight.clear()
         source = iter(self.dataloader)
-        for _ in range(skip):  # resume: replay the order, not the decisions
+        for _ in range(0 if prefilter else skip):  # resume: replay the order, not the decisions
             next(source)
             self.indices.next()
         yield from self._flush()  # batches packed but not yet yielded when the state was saved
@@ -190,37 +297,95 @@ class SiftingDataLoader:
             self.stats.data_wait_seconds += time.perf_counter() - t0
             self._pending = self._step(raw, self.indices.next())
             yield from self._flush()
-        self._pending = self._pair(self.packer.drain(full_only=False),
-                                   self.index_packer.drain(full_only=False) if self.indices.available else None)
+        self._account_dropped()
+        self._pending = self._pair(self.packer.drain(full_only=False), self.meta_packer.drain(full_only=False))
         yield from self._flush()
         self.epoch += 1
         self.sifter.start_epoch()
         self._raw_in_epoch = 0
         self._active = False
 
+    # -- decisions at the sampler (memory scoring) ------------------------------------------
+    def _prefilter(self, batch: list[int]) -> list[int] | None:
+        """Called by the batch sampler with each raw index list; returns what to fetch (``None``: nothing).
+
+        A raw batch whose samples are all remembered is decided here, from memory, and only its kept
+        samples are fetched and collated; any other is fetched whole and decided in :meth:`_step`.
+        """
+        if self._swallow:  # resume: finished before the interruption
+            self._swallow -= 1
+            return None
+        if self._replay:  # resume: requested but not finished before the interruption; same decision
+            entry = self._replay.popleft()
+            if entry.raw.tolist() != list(batch):
+                raise RuntimeError("the data order on resume differs from the interrupted run's (was the sampler reseeded?)")
+        else:
+            entry = _Entry(torch.tensor(batch, dtype=torch.long))
+            if not self._keeps_all() and bool(self.memory.known(entry.raw, self.epoch, self.config.memory_max_age).all()):
+                entry.losses = self.memory.read(entry.raw)
+                entry.scores = self.scorer.scores(entry.losses, entry.raw)
+                entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel())
+        self._inflight.append(entry)
+        if entry.mask is None:
+            return list(batch)
+        fetch = entry.raw[entry.mask].tolist()
+        return fetch or None
+
+    def _account_dropped(self) -> None:
+        """Raw batches decided at the sampler with nothing kept, in order, up to the next fetched one."""
+        while self._inflight and self._inflight[0].mask is not None and not bool(self._inflight[0].mask.any()):
+            self._account(self._inflight.popleft(), None)
+
     # -- one raw batch ----------------------------------------------------------------------
-    def _step(self, raw: Any, indices: torch.Tensor | None) -> list[tuple[Any, torch.Tensor | None]]:
+    def _step(self, raw: Any, indices: torch.Tensor | None) -> list[tuple[Any, dict[str, torch.Tensor]]]:
         """Score, decide, agree, count and pack one raw batch; return the full batches it completes."""
         if self.batch_transform is not None:
             raw = self.batch_transform(raw)
         if indices is None and self._needs_indices:
             raise RuntimeError(f"the loader lost track of sample indices, which {self._needs_indices} needs "
                                "(was the DataLoader iterated before it was wrapped?)")
+        entry = None
+        if self._inflight:
+            self._account_dropped()
+            entry = self._inflight.popleft()
+        if entry is not None and entry.mask is not None:  # decided at the sampler; raw holds the kept samples only
+            return self._account(entry, raw)
         n = batching.batch_size(raw)
-        delayed = self.sifter.in_delay
+        delayed = self._keeps_all()
         losses, scored = self._losses(raw, indices, n) if self.sifter.wants_scores(n) else (None, 0)
         scores = None if losses is None else self.scorer.scores(losses, indices)
-        mask = self.sifter.decide(scores, n)
+        mask, weights = self.sifter.decide_weighted(scores, n)
         if not delayed:
             mask = agree_across_ranks(mask, self.sifter.generator, self.device)
+        return self._account(_Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
+
+    def _account(self, entry: _Entry, raw: Any, delayed: bool = False,
+                 scored: int = 0) -> list[tuple[Any, dict[str, torch.Tensor]]]:
+        """Count a decided raw batch, tell the hooks, and pack what it kept. ``raw`` is the whole raw batch,
+        or, for a batch decided at the sampler, only its kept samples (``None`` when none was)."""
+        mask, n = entry.mask, entry.mask.numel()
+        whole = raw is not None and batching.batch_size(raw) == n
         self._raw_in_epoch += 1
-        self.stats.count(self.epoch, n, int(mask.sum()), delayed, scored, 0 if losses is None else n - scored)
+        from_memory = 0 if entry.losses is None else n - scored
+        self.stats.count(self.epoch, n, int(mask.sum()), delayed, scored, from_memory)
         self.stats.nonfinite = self.sifter.nonfinite
         self.stats.scoring_seconds = self.scorer.seconds
+        self.stats.sift_started_at = self.sifter.started_at
+        anneal = self.sifter.anneal_start
+        if anneal is not None and self.sifter.steps > anneal:  # the batch just decided was inside the anneal
+            self.stats.anneal_started_at = anneal
         for hook in self._on_batch:
-            hook(BatchDecision(raw, mask, losses, scores, indices, delayed, scored))
+            hook(BatchDecision(raw, mask, entry.losses, entry.scores, entry.raw, delayed, scored, entry.weights))
+        if raw is None:
+            return []
         t1 = time.perf_counter()
-        out = self._pair(self.packer.add(raw, mask), None if indices is None else self.index_packer.add(indices, mask))
+        meta = {"weight": torch.ones(n) if entry.weights is None else entry.weights.float(),
+                "delayed": torch.full((n,), delayed)}  # kept whole by the delay: their training losses fill the history
+        if entry.raw is not None:
+            meta["index"] = entry.raw
+        packed_mask = mask if whole else torch.ones(int(mask.sum()), dtype=torch.bool)
+        meta = meta if whole else batching.select(meta, mask.nonzero().flatten())
+        out = self._pair(self.packer.add(raw, packed_mask), self.meta_packer.add(meta, packed_mask))
         self.stats.packing_seconds += time.perf_counter() - t1
         return out
 
@@ -242,15 +407,22 @@ class SiftingDataLoader:
         return (fresh, n) if part is raw else (self.memory.read(indices), expected)
 
     @staticmethod
-    def _pair(batches: list[Any], index_batches: list[Any] | None) -> list[tuple[Any, torch.Tensor | None]]:
-        """Packed batches with their indices (packed by the same masks, so they line up one to one)."""
-        return list(zip(batches, index_batches if index_batches is not None else [None] * len(batches)))
+    def _pair(batches: list[Any], metas: list[dict[str, torch.Tensor]]) -> list[tuple[Any, dict[str, torch.Tensor]]]:
+        """Packed batches with their weights and indices (packed by the same masks, so they line up one to one)."""
+        return list(zip(batches, metas))
 
     def _flush(self) -> Iterator[Any]:
         while self._pending:  # popped before yielding, so a checkpoint between yields loses nothing
-            batch, self._last_indices = self._pending.pop(0)
+            batch, meta = self._pending.pop(0)
+            self._yielded.append(meta)
+            weights = meta["weight"]
+            if self.meta_in_batch and isinstance(batch, Mapping):
+                batch = {**batch, META_WEIGHT: weights, **({META_INDEX: meta["index"]} if "index" in meta else {})}
             self.stats.count_batch(self.epoch)
-            yield batching.to_device(batch, self.device) if self.yield_on_device else batch
+            out = batching.to_device(batch, self.device) if self.yield_on_device else batch
+            t0 = time.perf_counter()
+            yield out
+            self._train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))
 
     # -- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -261,9 +433,9 @@ class SiftingDataLoader:
             "epoch": self.epoch,
             "raw_in_epoch": self._raw_in_epoch,
             "packer": self.packer.state_dict(),
-            "index_packer": self.index_packer.state_dict(),
-            "pending": [(batching.to_device(b, "cpu"), i) for b, i in self._pending],
-            "last_indices": self._last_indices,
+            "meta_packer": self.meta_packer.state_dict(),
+            "pending": [(batching.to_device(b, "cpu"), m) for b, m in self._pending],
+            "inflight": list(self._inflight),
             "memory": self.memory.state_dict(),
             "stats": self.stats.to_dict(),
         }
@@ -278,9 +450,10 @@ class SiftingDataLoader:
         self.epoch = int(state["epoch"])
         self._raw_in_epoch = int(state["raw_in_epoch"])
         self.packer.load_state_dict(state["packer"])
-        self.index_packer.load_state_dict(state["index_packer"])
+        self.meta_packer.load_state_dict(state["meta_packer"])
         self._pending = [tuple(p) for p in state["pending"]]
-        self._last_indices = state["last_indices"]
+        self._inflight = deque(state["inflight"])
+        self._yielded.clear()  # batches handed out before the save are not handed out again, nor recorded
         self.memory.load_state_dict(state["memory"])
         self._resume_mid_epoch = self._raw_in_epoch > 0
         self.stats = SiftStats.from_dict(state["stats"])

@@ -11,9 +11,14 @@ import torch
 
 from siftcli.sift import algorithm
 
-Mode = Literal["probabilistic", "calibrated", "random", "all"]
+Mode = Literal["probabilistic", "calibrated", "infobatch", "random", "all"]
 Score = Literal["loss", "reducible"]
-MODES = ("probabilistic", "calibrated", "random", "all")
+MODES = ("probabilistic", "calibrated", "infobatch", "random", "all")
+#: With ``sift_delay="auto"``, one raw batch in this many is scored during the delay: it measures the
+#: scoring cost ``s`` (the start rule needs it) and, for loops that do not call ``record()``, the gain.
+PROBE_EVERY = 8
+#: Smoothing of the per-batch gain estimate (an exponential moving average over raw batches).
+GAIN_SMOOTHING = 0.1
 
 
 @dataclass
@@ -23,7 +28,10 @@ class SiftConfig:
     - ``beta``: keep probability is ``percentile ** beta``; about ``1/(1+beta)`` is kept.
     - ``loss_history_length``: how many recent losses a new loss is ranked against.
     - ``sift_delay``: raw batches trained on in full before sifting starts (the model must
-      have learned something for its losses to mean anything).
+      have learned something for its losses to mean anything), or ``"auto"``: start when the loss
+      spread says selection pays for its scoring, ``E[l^2]/E[l]^2 > 1 + s/a`` (see
+      :func:`~siftcli.sift.algorithm.importance_gain` and :func:`~siftcli.sift.algorithm.start_threshold`);
+      the raw batch it started at is :attr:`Sifter.started_at`.
     - ``repeat_delay_per_epoch``: apply the delay again at the start of every epoch.
     - ``mode``: ``probabilistic`` draws each sample independently (SageMaker's rule; the rate
       drifts below target as losses fall); ``calibrated`` keeps exactly ``1/(1+beta)`` of each
@@ -31,6 +39,11 @@ class SiftConfig:
     - ``random``: the control arm of an honest comparison: keeps exactly ``keep_fraction`` of each raw
       batch after the delay, chosen uniformly at random, with no scoring; the gap between a sifted run
       and this one is the value of *selection* itself. ``all`` keeps everything (the baseline).
+    - ``infobatch``: InfoBatch's unbiased rule: a sample scoring below the history's mean is dropped
+      with probability ``prune_fraction`` and the low-score samples kept weigh ``1/(1-prune_fraction)``
+      in the loss (:func:`~siftcli.sift.algorithm.infobatch_keep`); the loader hands the weights out.
+    - ``anneal_fraction``: the last fraction of the run (in raw batches; the loader must be told the
+      number of epochs) keeps everything, with every rule (InfoBatch's full-data finish).
     - ``score``: what is ranked: ``loss``, or ``reducible`` (loss minus a reference model's loss on the
       same sample; the loader needs ``reference_losses`` and sample indices).
     - ``keep_fraction``: the kept fraction for ``calibrated`` and ``random`` instead of ``1/(1+beta)``.
@@ -45,11 +58,13 @@ class SiftConfig:
 
     beta: float = 1.0
     loss_history_length: int = 500
-    sift_delay: int = 0
+    sift_delay: int | Literal["auto"] = 0
     repeat_delay_per_epoch: bool = False
     mode: Mode = "probabilistic"
     score: Score = "loss"
     keep_fraction: float | None = None
+    prune_fraction: float = 0.5
+    anneal_fraction: float = 0.0
     scoring: Literal["fresh", "memory"] = "fresh"
     memory_max_age: int | None = 1
     seed: int = 0
@@ -59,8 +74,15 @@ class SiftConfig:
             raise ValueError(f"beta must be a positive number, got {self.beta!r}")
         if int(self.loss_history_length) < 1:
             raise ValueError(f"loss_history_length must be at least 1, got {self.loss_history_length!r}")
-        if int(self.sift_delay) < 0:
-            raise ValueError(f"sift_delay must be 0 or more, got {self.sift_delay!r}")
+        if self.sift_delay == "auto":
+            if self.repeat_delay_per_epoch:
+                raise ValueError("sift_delay='auto' starts sifting once; it cannot repeat every epoch")
+        elif isinstance(self.sift_delay, str) or int(self.sift_delay) < 0:
+            raise ValueError(f"sift_delay must be 0 or more raw batches, or 'auto', got {self.sift_delay!r}")
+        if not 0 <= self.prune_fraction < 1:
+            raise ValueError(f"prune_fraction must be in [0, 1), got {self.prune_fraction!r}")
+        if not 0 <= self.anneal_fraction < 1:
+            raise ValueError(f"anneal_fraction must be in [0, 1), got {self.anneal_fraction!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.score not in ("loss", "reducible"):
@@ -76,6 +98,8 @@ class SiftConfig:
     def target_keep_fraction(self) -> float:
         if self.mode == "all":
             return 1.0
+        if self.mode == "infobatch":  # nominal: about half the samples score below the mean
+            return 1.0 - self.prune_fraction / 2
         if self.keep_fraction is not None:
             return float(self.keep_fraction)
         return algorithm.target_keep_fraction(self.beta)
@@ -83,7 +107,11 @@ class SiftConfig:
     @property
     def needs_scores(self) -> bool:
         """Whether this rule ranks anything (``random`` and ``all`` never run a scoring forward)."""
-        return self.mode in ("probabilistic", "calibrated")
+        return self.mode in ("probabilistic", "calibrated", "infobatch")
+
+    @property
+    def auto_delay(self) -> bool:
+        return self.sift_delay == "auto"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,8 +121,8 @@ class Sifter:
     """Decides, batch by batch, which samples to keep.
 
     Holds a ring buffer of the last ``loss_history_length`` finite losses, counts raw
-    batches for the delay, and draws from its own seeded ``torch.Generator`` so decisions
-    are reproducible and can be saved and restored with :meth:`state_dict`.
+    batches for the delay and the anneal, and draws from its own seeded ``torch.Generator``
+    so decisions are reproducible and can be saved and restored with :meth:`state_dict`.
     """
 
     def __init__(self, config: SiftConfig) -> None:
@@ -108,8 +136,12 @@ class Sifter:
         self.carry = 0.0  # calibrated mode: fractional sample owed to the next batch
         self.nonfinite = 0
         self._warned_nonfinite = False
+        self.total_steps: int | None = None  # raw batches in the whole run, where known (the anneal needs it)
+        self.started_at: int | None = None  # raw batch at which sifting started (None: not yet)
+        self.gain = 1.0  # smoothed importance_gain of the losses seen in the delay
+        self.gain_samples = 0
 
-    # -- delay -------------------------------------------------------------------------
+    # -- delay and anneal ---------------------------------------------------------------
     def start_epoch(self) -> None:
         self.epoch_steps = 0
 
@@ -118,20 +150,66 @@ class Sifter:
 
     @property
     def in_delay(self) -> bool:
-        return self._delay_counter() < self.config.sift_delay
+        if self.config.auto_delay:
+            return self.started_at is None
+        return self._delay_counter() < int(self.config.sift_delay)
+
+    @property
+    def anneal_start(self) -> int | None:
+        """Raw batch from which everything is kept (``anneal_fraction``), if the run's length is known."""
+        if not self.config.anneal_fraction or not self.total_steps:
+            return None
+        return math.ceil((1.0 - self.config.anneal_fraction) * self.total_steps)
+
+    @property
+    def in_anneal(self) -> bool:
+        start = self.anneal_start
+        return start is not None and self.steps >= start
+
+    @property
+    def keeps_all(self) -> bool:
+        """The next raw batch is kept whole by the schedule (delay or anneal), not by a decision."""
+        return self.in_delay or self.in_anneal
 
     def wants_scores(self, batch_size: int) -> bool:
         """Whether the next raw batch must be scored.
 
-        During the delay only the last batches before sifting starts are scored: enough
-        to fill the history, so the delay costs no scoring forwards beyond that.
+        During a fixed delay only the last batches before sifting starts are scored: enough to
+        fill the history, so the delay costs no scoring forwards beyond that; with memory scoring
+        none is (the recorded training losses fill it). During an ``auto`` delay one batch in
+        :data:`PROBE_EVERY` is (the start rule needs the scoring cost).
         """
-        if not self.config.needs_scores:
+        if not self.config.needs_scores or self.in_anneal:
             return False
         if not self.in_delay:
             return True
+        if self.config.auto_delay:
+            return self.steps % PROBE_EVERY == 0
+        if self.config.scoring == "memory":  # the history fills from the recorded training losses
+            return False
         fill_steps = math.ceil(self.config.loss_history_length / max(1, batch_size))
-        return self.config.sift_delay - self._delay_counter() <= fill_steps
+        return int(self.config.sift_delay) - self._delay_counter() <= fill_steps
+
+    def observe(self, losses: torch.Tensor) -> None:
+        """Losses of samples trained in full (delay): they fill the history and the gain estimate."""
+        losses = losses.detach().float().flatten().cpu()
+        if losses.numel() == 0:
+            return
+        self._remember(losses)
+        g = algorithm.importance_gain(losses)
+        self.gain = g if self.gain_samples == 0 else (1 - GAIN_SMOOTHING) * self.gain + GAIN_SMOOTHING * g
+        self.gain_samples += losses.numel()
+
+    def maybe_start(self, scoring_cost: float) -> bool:
+        """``auto`` delay: start sifting once the history is full and the smoothed gain exceeds
+        ``1 + s/a`` (:func:`~siftcli.sift.algorithm.start_threshold`); ``scoring_cost`` is the measured
+        ``s`` (NaN until measured: no start). Returns whether sifting is on."""
+        if self.started_at is not None or not self.config.auto_delay:
+            return self.started_at is not None
+        if self._filled == self._ring.numel() and math.isfinite(scoring_cost):
+            if self.gain > algorithm.start_threshold(scoring_cost, self.config.target_keep_fraction):
+                self.started_at = self.steps
+        return self.started_at is not None
 
     # -- history -------------------------------------------------------------------------
     @property
@@ -158,20 +236,26 @@ class Sifter:
     # -- decisions -----------------------------------------------------------------------
     def decide(self, losses: torch.Tensor | None, n: int) -> torch.Tensor:
         """Boolean keep-mask for a raw batch of ``n`` samples from their scores (``None`` in the delay or without scoring)."""
+        return self.decide_weighted(losses, n)[0]
+
+    def decide_weighted(self, losses: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(keep-mask, per-sample loss weights or ``None`` for all ones) for a raw batch of ``n`` samples."""
         if losses is not None:
             losses = losses.detach().float().flatten().cpu()
             if losses.numel() != n:
                 raise ValueError(f"the loss function returned {losses.numel()} losses for a batch of {n} samples")
-        delayed = self.in_delay
+        delayed, annealed = self.in_delay, self.in_anneal
+        if not delayed and self.started_at is None:
+            self.started_at = self.steps
         self.steps += 1
         self.epoch_steps += 1
-        if delayed or self.config.mode == "all":
-            if losses is not None:
-                self._remember(losses)
-            return torch.ones(n, dtype=torch.bool)
+        if delayed or annealed or self.config.mode == "all":
+            if losses is not None and delayed:
+                self.observe(losses)
+            return torch.ones(n, dtype=torch.bool), None
         if self.config.mode == "random":
             k, self.carry = algorithm.calibrated_count(n, self.config.target_keep_fraction, self.carry)
-            return algorithm.sample_keep_count(torch.ones(n), k, self.generator)
+            return algorithm.sample_keep_count(torch.ones(n), k, self.generator), None
         if losses is None:
             raise ValueError(f"mode {self.config.mode!r} needs the batch's scores after the delay")
         finite = torch.isfinite(losses)
@@ -186,17 +270,24 @@ class Sifter:
                     RuntimeWarning,
                     stacklevel=3,
                 )
-        pct = algorithm.percentiles(losses.nan_to_num(posinf=0.0, neginf=0.0), self.history)
-        prob = algorithm.keep_probability(pct, self.config.beta)
-        if self.config.mode == "calibrated":
-            k, self.carry = algorithm.calibrated_count(n, self.config.target_keep_fraction, self.carry)
-            prob = torch.where(finite, prob, torch.zeros_like(prob))
-            mask = algorithm.sample_keep_count(prob, max(0, k - bad), self.generator)
+        weights = None
+        if self.config.mode == "infobatch":
+            history = self.history if self._filled else losses[finite]
+            threshold = float(history.mean()) if history.numel() else math.inf
+            mask, weights = algorithm.infobatch_keep(losses.nan_to_num(nan=math.inf), threshold,
+                                                     self.config.prune_fraction, self.generator)
         else:
-            mask = algorithm.sample_keep(prob, self.generator)
+            pct = algorithm.percentiles(losses.nan_to_num(posinf=0.0, neginf=0.0), self.history)
+            prob = algorithm.keep_probability(pct, self.config.beta)
+            if self.config.mode == "calibrated":
+                k, self.carry = algorithm.calibrated_count(n, self.config.target_keep_fraction, self.carry)
+                prob = torch.where(finite, prob, torch.zeros_like(prob))
+                mask = algorithm.sample_keep_count(prob, max(0, k - bad), self.generator)
+            else:
+                mask = algorithm.sample_keep(prob, self.generator)
         mask |= ~finite
         self._remember(losses)
-        return mask
+        return mask, weights
 
     # -- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -209,6 +300,9 @@ class Sifter:
             "carry": self.carry,
             "nonfinite": self.nonfinite,
             "generator": self.generator.get_state(),
+            "started_at": self.started_at,
+            "gain": self.gain,
+            "gain_samples": self.gain_samples,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -225,3 +319,6 @@ class Sifter:
         self.carry = float(state["carry"])
         self.nonfinite = int(state.get("nonfinite", 0))
         self.generator.set_state(state["generator"])
+        self.started_at = state.get("started_at")
+        self.gain = float(state.get("gain", 1.0))
+        self.gain_samples = int(state.get("gain_samples", 0))

@@ -37,6 +37,8 @@ class EpochStats(_KeepFractions):
     sifted_raw_samples: int = 0  # raw samples seen after the delay, where the target applies
     sifted_kept_samples: int = 0
     batches: int = 0
+    scored_samples: int = 0
+    memory_samples: int = 0
 
 
 @dataclass
@@ -55,6 +57,8 @@ class SiftStats(_KeepFractions):
     scoring_seconds: float = 0.0
     data_wait_seconds: float = 0.0
     packing_seconds: float = 0.0
+    sift_started_at: int | None = None  # raw batch at which sifting started (delay over)
+    anneal_started_at: int | None = None  # raw batch from which everything was kept again (anneal_fraction)
     epochs: list[EpochStats] = field(default_factory=list)
 
     def epoch_stats(self, epoch: int) -> EpochStats:
@@ -66,9 +70,9 @@ class SiftStats(_KeepFractions):
     def count(self, epoch: int, n: int, kept: int, delayed: bool, scored: int, from_memory: int = 0) -> None:
         """One raw batch of ``n`` samples of which ``kept`` survived, ``scored`` by a forward, ``from_memory`` not."""
         es = self.epoch_stats(epoch)
-        self.scored_samples += scored
-        self.memory_samples += from_memory
         for s in (self, es):
+            s.scored_samples += scored
+            s.memory_samples += from_memory
             s.raw_samples += n
             s.kept_samples += kept
             if not delayed:

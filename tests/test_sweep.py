@@ -1,0 +1,132 @@
+"""sweep-beta on Optuna: pruning, the baseline frontier, the front, resume, crashed trials, bad search spaces."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from siftcli import sweep
+from siftcli.cli import app
+from siftcli.config import validate_recipe
+from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.sweep import SweepSettings, non_dominated, parse_space, run_sweep
+from tests.conftest import tiny_recipe_dict
+
+pytest.importorskip("optuna")
+runner = CliRunner()
+
+
+def _regression(tmp_path: Path, **changes):
+    """A tiny regression recipe: its metric (mse) is continuous, so pruning decisions never hinge on ties."""
+    data = tmp_path / "reg.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{'good ' * (i % 4)}x", "score": float(i % 4)}) + "\n" for i in range(96)))
+    return validate_recipe(tiny_recipe_dict(data, task="regression", loss="mse", **{
+        "epochs": 2, "data.label_column": "score", "eval.every_steps": 2, "sift.sift_delay": 0, **changes}))
+
+
+def test_budget_sweep_prunes_trials_early_and_answers_against_the_baseline_frontier(tmp_path: Path) -> None:
+    recipe = _regression(tmp_path)
+    space, grid = parse_space(recipe, betas="0.25,0.5,1,2,4,8,16", beta_range=None, params=None)
+    out, result = run_sweep(recipe, SweepSettings(space=space, grid=grid), output=str(tmp_path / "s"), jobs=0)
+    trials = {t["number"]: json.loads((out / f"trial-{t['number']}" / "trial.json").read_text()) for t in result["trials"]}
+    pruned = [n for n, t in trials.items() if t["state"] == "pruned"]
+    complete = [n for n, t in trials.items() if t["state"] == "complete"]
+    assert len(trials) == 7 and pruned and complete
+    full_steps = max(trials[n]["optimizer_steps"] for n in complete)
+    for n in pruned:  # stopped at once: fewer optimizer steps than any trial that ran to the end
+        assert trials[n]["optimizer_steps"] < min(trials[c]["optimizer_steps"] for c in complete) <= full_steps
+        assert trials[n]["pruned_at_raw_batch"] < 18  # 9 raw batches an epoch, 2 epochs
+    fractions = [p["fraction"] for p in result["frontier"]]
+    assert fractions == [0.25, 0.5, 0.75, 1.0]
+    times = [p["train_seconds"] for p in result["frontier"]]
+    assert times == sorted(times)  # a baseline given fewer steps takes less time
+    rec = result["recommendation"]
+    assert rec["kind"] in ("trial", "baseline") and rec["text"]
+    if rec["kind"] == "baseline" and rec["fraction"] < 1:
+        assert rec["text"].startswith("Train less")
+    assert (out / "sweep.png").exists() and (out / "optuna.journal").exists()
+    saved = json.loads((out / "sweep.json").read_text())
+    assert saved["counts"]["pruned"] == len(pruned) and saved["front"] == result["front"]
+
+
+def test_pareto_front_is_non_dominated() -> None:
+    rows = [{"number": i, "value": v, "train_seconds": s} for i, (v, s) in enumerate([(0.9, 10), (0.8, 5), (0.85, 12), (0.7, 5),
+                                                                                        (0.95, 20), (0.9, 10)])]
+    front = {r["number"] for r in non_dominated(rows, higher=True)}
+    assert front == {0, 1, 4, 5}  # 2 is beaten by 0 on both; 3 by 1; equal points both stay
+    low = {r["number"] for r in non_dominated(rows, higher=False)}
+    assert low == {3}
+
+
+def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) -> None:
+    recipe = _regression(tmp_path)
+    space, _ = parse_space(recipe, betas=None, beta_range="0.5:4", params=["sift_delay_fraction=0:0.3"])
+    settings = SweepSettings(mode="pareto", trials=3, space=space)
+
+    def kill_at_trial_two(kind: str, data: dict) -> None:
+        if kind == "trial" and data["number"] == 2:  # asked for, not yet run: left RUNNING in the storage
+            raise KeyboardInterrupt
+
+    with pytest.raises(RunInterrupted) as exc:
+        run_sweep(recipe, settings, output=str(tmp_path / "s"), jobs=0, on_event=kill_at_trial_two)
+    out = Path(exc.value.run_dir)
+    assert "--resume" in exc.value.resume_command
+    first = {n: (out / f"trial-{n}" / "trial.json").stat().st_mtime_ns for n in (0, 1)}
+    asked = sweep.open_study(SweepSettings(**json.loads((out / "sweep_settings.json").read_text())), out, recipe, 24)
+    params_two = asked.trials[2].params
+    _, result = run_sweep(None, None, resume=str(out), jobs=0)
+    assert {n: (out / f"trial-{n}" / "trial.json").stat().st_mtime_ns for n in (0, 1)} == first  # not run again
+    numbers = sorted(t["number"] for t in result["trials"])
+    assert numbers == [0, 1, 3] and result["counts"]["complete"] == 3  # the interrupted trial 2 ran again as 3
+    assert next(t for t in result["trials"] if t["number"] == 3)["params"] == params_two
+    front = [t for t in result["trials"] if t["number"] in result["front"]]
+    for f in front:  # the pareto answer: nothing beats a front trial on both the metric (mse, lower) and time
+        assert not any(o["value"] < f["value"] and o["train_seconds"] < f["train_seconds"] for o in result["trials"])
+
+
+def test_a_crashed_trial_process_is_failed_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    crash_first = ("import runpy, sys; sys.argv = ['siftcli.sweep'] + sys.argv[1:]; "
+                   "sys.exit(3) if sys.argv[2] == '0' else runpy.run_module('siftcli.sweep', run_name='__main__')")
+    monkeypatch.setattr(sweep, "TRIAL_COMMAND", [sys.executable, "-c", crash_first])
+    recipe = _regression(tmp_path, epochs=1)
+    space, grid = parse_space(recipe, betas="1,2", beta_range=None, params=None)
+    _, result = run_sweep(recipe, SweepSettings(space=space, grid=grid, frontier=[1.0]), output=str(tmp_path / "s"), jobs=1)
+    states = {t["number"]: t["state"] for t in result["trials"]}
+    assert states == {0: "fail", 1: "complete"}  # a real trial process after the crashed one
+    assert "exit code 3" in result["trials"][0]["error"]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--param", "nope=1:2"], "'nope' cannot be searched"),
+    (["--param", "beta=1:2"], "beta is given twice"),
+    (["--beta-range", "4:1"], "expected LOW < HIGH"),
+    (["--beta-range", "0:1"], "a log scale needs LOW > 0"),
+    (["--param", "mode=probabilistic,bogus"], "mode='bogus' makes an invalid recipe"),
+    (["--param", "loss_history_length=a:b"], "expected LOW:HIGH integers"),
+    (["--betas", "1,2", "--param", "sift_delay_fraction=0:0.5"], "every --param lists values"),
+    (["--betas", "1,x"], "expected comma-separated numbers"),
+    (["--betas", "1,-2"], "every beta must be positive"),
+    (["--betas", "1,1.0"], "a value is given twice"),
+    (["--mode", "fast"], "expected budget or pareto"),
+    (["--frontier", "0,1"], "expected fractions in (0, 1]"),
+    (["--storage", "sweep.db"], "expected an Optuna storage URL"),
+    (["--param", "prune_fraction=0.2:1.5"], "prune_fraction=1.5 makes an invalid recipe"),
+])
+def test_bad_search_space_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path, args: list[str], expected: str) -> None:
+    result = runner.invoke(app, ["sweep-beta", str(tiny_recipe()), *args, "-q", "-o", str(tmp_path / "s")])
+    text = result.output.strip()
+    assert result.exit_code == 2 and len(text.splitlines()) == 1 and "Traceback" not in text, text
+    assert expected in text, text
+    assert not (tmp_path / "s").exists()  # bad input leaves no sweep folder
+
+
+def test_resume_of_a_folder_that_is_not_a_sweep_and_a_missing_optuna(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path), "-q"])
+    assert result.exit_code == 2 and "not a sweep folder" in result.output
+    monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
+    with pytest.raises(SiftcliError, match=r'pip install "siftcli\[sweep\]"'):
+        sweep._optuna()
