@@ -196,7 +196,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
     st = loader.stats
     final = state.curve[-1] if state.curve else {}
     raw, scored, trained, phases = st.raw_samples, st.scored_samples, state.trained, state.phases
-    train_compute = phases["forward_backward"] + phases["optimizer"]
+    train_compute = phases["forward_backward"] + phases["optimizer"] + phases.get("teacher", 0.0)  # a teacher's forward too
     per_trained = train_compute / trained if trained else float("nan")
     s_cost = (phases["scoring"] / scored) / per_trained if scored and trained and per_trained > 0 else float("nan")
     achieved = trained / raw if raw else float("nan")
@@ -240,6 +240,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "samples_scored": scored,
         "samples_from_memory": st.memory_samples,
         "samples_trained": trained,
+        "samples_teacher": state.teacher_samples if getattr(recipe, "distill", None) is not None else None,
         "keep": keep,
         "label_noise": noise,
         "phases": phases,

@@ -42,6 +42,7 @@ class Workload:
     padding_side: str = "right"
     noisy: torch.Tensor | None = None  # bool per training sample: label flipped by data.label_noise
     processor: Any = None  # the tokenizer or image processor, saved beside the trained model
+    teacher: torch.nn.Module | None = None  # distill.teacher, frozen
 
     @property
     def higher_is_better(self) -> bool:
@@ -165,10 +166,16 @@ def build_workload(recipe: Recipe) -> Workload:
     if TASKS[recipe.task].labels == "tokens" and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_values.get("input_ids", 0)
     loss_fn = import_loss(recipe.loss) if ":" in recipe.loss else HFLoss(TASKS[recipe.task].loss_kind(recipe.loss))
+    teacher = None
+    if recipe.distill is not None:
+        from siftcli.distill import load_teacher
+
+        teacher = load_teacher(recipe.task, recipe.distill.teacher, splits.label_names,
+                               processor if TASKS[recipe.task].inputs == "text" else None)
     return Workload(
         task=recipe.task, model=model, train_data=train_rows, eval_data=eval_rows, collate=collate,
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
-        pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor,
+        pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
     )
 
 

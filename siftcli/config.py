@@ -139,6 +139,22 @@ class SiftSpec(_Strict):
         return self
 
 
+class DistillSpec(_Strict):
+    """Knowledge distillation: the loss mixes the hard-label loss and the temperature-scaled KL divergence to a frozen
+    teacher's distribution, per sample. With sifting the teacher runs on kept samples only (scoring uses the student)."""
+
+    teacher: str = Field(description="a model source (hub id, folder, builtin:minilm) or a siftcli run folder (its model/)")
+    temperature: float = Field(default=2.0, gt=0)
+    alpha: float = Field(default=0.5, ge=0, le=1, description="weight of the KL term; 1 - alpha weighs the hard-label loss")
+
+    @field_validator("temperature")
+    @classmethod
+    def _finite_t(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+
 class Recipe(_Strict):
     """One fine-tune, fully described. The loop reads its run settings from it; the engine gets a plain `SiftConfig`
     built from its `sift` section (`builders.sift_config`) and never sees the recipe."""
@@ -156,6 +172,7 @@ class Recipe(_Strict):
     optim: OptimSpec = Field(default_factory=OptimSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     sift: SiftSpec = Field(default_factory=SiftSpec)
+    distill: DistillSpec | None = None
     seed: int = Field(default=0, ge=0, lt=2**31)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -172,6 +189,8 @@ class Recipe(_Strict):
             raise ValueError(f"loss {self.loss!r} does not fit task {self.task!r}; expected one of {expected} or module:function")
         if self.metric not in ("auto", task.metric):
             raise ValueError(f"metric {self.metric!r} does not fit task {self.task!r}; expected one of {sorted({'auto', task.metric})}")
+        if self.distill is not None and task.labels != "class":
+            raise ValueError(f"distill needs class labels (a teacher's distribution over them); task {self.task!r} has none")
         if self.data.label_noise and task.labels != "class":
             raise ValueError(f"data.label_noise flips class labels; task {self.task!r} has none")
         if self.precision == "fp16" and self.device == "cpu":

@@ -32,16 +32,25 @@ def run_table(m: dict[str, Any], run_dir: str | None = None) -> Table:
     t.add_row("total wall-clock", f"{m['total_seconds']:.1f} s")
     t.add_row("optimizer steps", str(m["optimizer_steps"]))
     t.add_row("samples trained / raw", f"{m['samples_trained']} / {m['raw_samples']}")
+    if m.get("samples_teacher") is not None:
+        t.add_row("teacher forwards (samples)", str(m["samples_teacher"]))
     if m.get("keep"):
         k = m["keep"]
         kept = f"{_pct(k['target'])} / {_pct(k['achieved'])} / {_pct(k['achieved_after_delay'])}"
         t.add_row("kept (target / achieved / after delay)", kept)
-        t.add_row("scoring cost s, predicted ratio s+a", f"{_f(m.get('scoring_cost'), '{:.2f}')}, {_f(m.get('predicted_ratio'), '{:.2f}')}")
+        t.add_row("scoring cost s, predicted ratio scored/raw·s + a",
+                  f"{_f(m.get('scoring_cost'), '{:.2f}')}, {_f(m.get('predicted_ratio'), '{:.2f}')}")
+        started = f"{_start(k.get('sift_started_at'))} / {_start(k.get('anneal_started_at'))}"
+        t.add_row("sifting started / anneal started (raw batch)", started)
     ph = m["phases"]
     t.add_row("phases (s)", ", ".join(f"{k} {v:.1f}" for k, v in ph.items()))
     if run_dir:
         t.add_row("run folder", run_dir)
     return t
+
+
+def _start(raw_batch: int | None) -> str:
+    return "never" if raw_batch is None else str(raw_batch)
 
 
 def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
@@ -65,6 +74,10 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     if any(runs[a].get("samples_from_memory") for a in arms):
         row("samples decided from memory", lambda r: str(r.get("samples_from_memory") or 0))
     row("samples trained on", lambda r: str(r["samples_trained"]))
+    if any(runs[a].get("samples_teacher") is not None for a in arms):
+        row("teacher forwards (samples)", lambda r: str(r.get("samples_teacher")))
+    if "sifted" in runs and (runs["sifted"].get("keep") or {}).get("sift_started_at") is not None:
+        row("sifting started at raw batch", lambda r: _start((r.get("keep") or {}).get("sift_started_at")) if r.get("keep") else "—")
     row("accepted % (target)", lambda r: _pct(r["keep"]["target"]) if r.get("keep") else "—")
     row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else _pct(1.0))
     row(f"final eval {metric}", lambda r: _f((r.get("final") or {}).get(metric), "{:.4f}"))
@@ -87,7 +100,7 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
               f"{_f(first.get('baseline_time_to_target'), '{:.1f}')} / {_f(first.get('sifted_time_to_target'), '{:.1f}')}")
     s.add_row("time-to-target ratio (sifted / baseline)", _f(first.get("time_to_target_ratio"), "{:.2f}"))
     cost = f"{_f(first.get('scoring_cost'), '{:.2f}')}; {_f(first.get('predicted_ratio'), '{:.2f}')}"
-    s.add_row("scoring cost s; predicted ratio s + a", cost)
+    s.add_row("scoring cost s; predicted ratio scored/raw · s + a (measured: equal-epoch ratio)", cost)
     if "equal_time_metric" in first:
         s.add_row(f"equal-time baseline {metric}", _f(first.get("equal_time_metric"), "{:.4f}"))
         s.add_row("value of the trade (sifted − equal-time)", _f(first.get("sifted_minus_equal_time"), "{:+.2f}") + unit)

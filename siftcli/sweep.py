@@ -32,6 +32,8 @@ SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_len
               "prune_fraction": "float", "anneal_fraction": "float", "memory_max_age": "int", "mode": "choice",
               "scoring": "choice"}
 FRONTIER = (0.25, 0.5, 0.75, 1.0)
+#: Trials are not pruned after this share of the run's raw batches.
+LAST_PRUNE = 0.9
 #: The trial process; tests may point it elsewhere to exercise crashes.
 TRIAL_COMMAND = [sys.executable, "-m", "siftcli.sweep"]
 
@@ -240,7 +242,9 @@ def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
         raw_batches = math.ceil(data["raw_samples"] / recipe.batch_size)
         if value is not None and settings.mode == "budget" and math.isfinite(value):
             trial.report(value, raw_batches)
-            if data.get("reason") != "final" and trial.should_prune():
+            # never in the last tenth of the run: stopping there saves nothing and throws a finished result away
+            late = raw_batches >= LAST_PRUNE * frontier["max_resource"]
+            if data.get("reason") != "final" and not late and trial.should_prune():
                 pruned_at.append(raw_batches)
                 raise optuna.TrialPruned()
 

@@ -63,6 +63,7 @@ class RunState:
     rejected_losses: list[float] = field(default_factory=list)
     noisy_kept: int = 0  # kept samples whose label data.label_noise flipped
     noisy_kept_after_delay: int = 0
+    teacher_samples: int = 0  # distillation: teacher forwards, in samples (kept samples only when sifting)
 
     def record(self, d: BatchDecision, noisy: torch.Tensor | None = None) -> None:
         """Batch hook: the keep trace, a sample of kept and rejected losses, and kept noisy labels."""
@@ -208,6 +209,11 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay)
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
+    train_loss = workload.loss_fn  # the scoring pass always uses the student's own loss
+    if recipe.distill is not None:
+        from siftcli.distill import DistillLoss
+
+        train_loss = DistillLoss(workload.teacher.to(device), recipe.distill.temperature, recipe.distill.alpha)
     budget = Budget.of(recipe, len(workload.train_data))
     state = RunState()
     if reference is not None:  # its cost is on this run's clock, as its own phase
@@ -237,12 +243,18 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                                                      recipe.optim.warmup_fraction, recipe.optim.schedule)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    losses, fb, opt = train_step(forward, model, batch, workload.loss_fn, optimizer, scaler, recipe, device,
+                    teacher0 = getattr(train_loss, "seconds", 0.0)
+                    losses, fb, opt = train_step(forward, model, batch, train_loss, optimizer, scaler, recipe, device,
                                                  loader.last_weights)
                     loader.record(losses)
+                    if recipe.distill is not None:  # the teacher's forward is its own phase
+                        teacher = train_loss.seconds - teacher0
+                        state.phases["teacher"] = state.phases.get("teacher", 0.0) + teacher
+                        fb -= teacher
+                        state.teacher_samples += len(batch["labels"])
                     state.phases["forward_backward"] += fb
                     state.phases["optimizer"] += opt
-                    state.train_clock += fb + opt
+                    state.train_clock += fb + opt + (teacher if recipe.distill is not None else 0.0)
                     state.step += 1
                     state.trained += len(batch["labels"])
                     _log_step(state, losses.float().mean().item(), lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)

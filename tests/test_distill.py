@@ -1,0 +1,105 @@
+"""Distillation with sifting: the KD loss, a teacher that runs once per kept sample, bad teachers, saved students."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from siftcli.builders import build_workload, save_model
+from siftcli.cli import app
+from siftcli.config import validate_recipe
+from siftcli.distill import kd_loss
+from siftcli.models import build_model
+from siftcli.runner import run_train
+from tests.conftest import TINY_BERT, tiny_recipe_dict
+
+runner = CliRunner()
+
+
+def test_kd_loss_matches_a_hand_computation() -> None:
+    s = torch.tensor([[2.0, 0.0], [0.0, 1.0]])
+    t = torch.tensor([[1.0, 1.0], [0.0, 3.0]])
+    y = torch.tensor([0, 0])
+    T, a = 2.0, 0.25
+    import math
+
+    def softmax(row: list[float]) -> list[float]:
+        e = [math.exp(x / T) for x in row]
+        return [x / sum(e) for x in e]
+
+    expected = []
+    for si, ti, yi in zip(s.tolist(), t.tolist(), y.tolist()):
+        ce = -math.log(math.exp(si[yi]) / sum(math.exp(x) for x in si))
+        ps, pt = softmax(si), softmax(ti)
+        kl = sum(p * math.log(p / q) for p, q in zip(pt, ps))
+        expected.append((1 - a) * ce + a * T * T * kl)
+    assert torch.allclose(kd_loss(s, t, y, T, a), torch.tensor(expected), atol=1e-6)
+    assert torch.allclose(kd_loss(s, s, y, T, 1.0), torch.zeros(2), atol=1e-6)  # a student equal to its teacher
+
+
+@pytest.fixture
+def teacher_dir(tmp_path: Path, text_csv: Path) -> Path:
+    """A tiny classifier saved like a finished siftcli run's model (with its tokenizer)."""
+    folder = tmp_path / "teacher"
+    save_model(build_workload(validate_recipe(tiny_recipe_dict(text_csv, seed=7))), folder)
+    return folder
+
+
+def test_the_teacher_runs_once_per_kept_sample_and_never_on_dropped_ones(tmp_path: Path, text_csv: Path,
+                                                                         teacher_dir: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, distill={"teacher": str(teacher_dir), "temperature": 2.0, "alpha": 0.5},
+                                              **{"sift.beta": 2.0, "sift.sift_delay": 2}))
+    workload = build_workload(recipe)
+    seen: list[int] = []
+    workload.teacher.register_forward_hook(lambda m, args, kwargs, out: seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    frozen = {k: v.clone() for k, v in workload.teacher.state_dict().items()}
+    _, m = run_train(recipe, output=str(tmp_path / "run"), workload=workload)
+    assert sum(seen) == m["samples_teacher"] == m["samples_trained"] < m["raw_samples"]
+    assert m["phases"]["teacher"] > 0
+    assert all(torch.equal(v, workload.teacher.state_dict()[k]) for k, v in frozen.items())  # never trained
+    assert not workload.teacher.training
+
+
+def test_bad_teachers_are_one_line(tmp_path: Path, text_csv: Path, teacher_dir: Path) -> None:
+    def check(distill: dict, expected: str) -> None:
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv, distill=distill)))
+        result = runner.invoke(app, ["validate", str(path)])
+        text = result.output.strip()
+        assert result.exit_code == 2 and len(text.splitlines()) == 1 and "Traceback" not in text, text
+        assert expected in text, text
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check({"teacher": str(empty)}, "is not a model (no config.json")
+    check({"teacher": str(teacher_dir), "temperature": 0}, "key 'distill.temperature'")
+    check({"teacher": str(teacher_dir), "alpha": 1.5}, "key 'distill.alpha'")
+    three = tmp_path / "three"
+    w = build_workload(validate_recipe(tiny_recipe_dict(text_csv)))
+    w.model.config.num_labels = 3
+    w.model.classifier = torch.nn.Linear(16, 3)
+    w.model.config.id2label = {0: "a", 1: "b", 2: "c"}
+    w.model.config.label2id = {"a": 0, "b": 1, "c": 2}
+    save_model(w, three)
+    check({"teacher": str(three)}, "predicts 3 classes but the data has 2")
+    small = tmp_path / "small"
+    build_model("text-classification", "config:bert", num_labels=2, label_names=["0", "1"],
+                config_overrides={**TINY_BERT, "vocab_size": 100}).save_pretrained(small)  # no tokenizer: only sizes compare
+    check({"teacher": str(small)}, "has 100 token embeddings but the student's tokenizer has")
+
+
+def test_a_saved_student_reloads_with_identical_predictions(tmp_path: Path, text_csv: Path, teacher_dir: Path) -> None:
+    from transformers import AutoModelForSequenceClassification
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=1, distill={"teacher": str(teacher_dir)}))
+    workload = build_workload(recipe)
+    run_dir, _ = run_train(recipe, output=str(tmp_path / "run"), workload=workload)
+    reloaded = AutoModelForSequenceClassification.from_pretrained(run_dir / "model").eval()
+    batch = workload.collate(workload.eval_data)
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    with torch.no_grad():
+        assert torch.equal(reloaded(**inputs).logits, workload.model.eval()(**inputs).logits)
