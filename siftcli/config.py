@@ -95,6 +95,13 @@ class ReferenceSpec(_Strict):
     config_overrides: dict[str, Any] = Field(default_factory=dict, description="a smaller reference, for config: models")
 
 
+def _finite_number(v: float) -> float:
+    """Shared by the float fields a bound alone does not keep finite (``gt=0`` lets ``.inf`` through)."""
+    if not math.isfinite(v):
+        raise ValueError("must be a finite number")
+    return v
+
+
 class SiftSpec(_Strict):
     """Same meanings as SageMaker smart sifting's ``RelativeProbabilisticSiftConfig``, plus the rules siftcli adds."""
 
@@ -123,12 +130,7 @@ class SiftSpec(_Strict):
             return v
         raise ValueError(f"expected a whole number of raw batches >= 0, or auto (got {v!r})")
 
-    @field_validator("beta")
-    @classmethod
-    def _finite(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
+    _finite = field_validator("beta")(classmethod(lambda cls, v: _finite_number(v)))
 
     @model_validator(mode="after")
     def _one_delay(self) -> SiftSpec:
@@ -147,12 +149,7 @@ class DistillSpec(_Strict):
     temperature: float = Field(default=2.0, gt=0)
     alpha: float = Field(default=0.5, ge=0, le=1, description="weight of the KL term; 1 - alpha weighs the hard-label loss")
 
-    @field_validator("temperature")
-    @classmethod
-    def _finite_t(cls, v: float) -> float:
-        if not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
+    _finite = field_validator("temperature")(classmethod(lambda cls, v: _finite_number(v)))
 
 
 class Recipe(_Strict):
