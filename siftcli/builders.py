@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
+from siftcli.sift.batching import bucket
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import HFLoss, PerSampleLoss
 from siftcli.sift.sifter import SiftConfig
@@ -50,15 +51,22 @@ class Workload:
 
 
 class PadCollator:
-    """Pads token lists to the longest in the batch: cheap, and the sifter re-pads the same way."""
+    """Pads token lists to the longest in the batch (rounded up to a multiple of ``pad_multiple``, for a compiled
+    model: see :func:`~siftcli.sift.batching.bucket`): cheap, and the sifter re-pads the same way."""
 
-    def __init__(self, pad_id: int, padding_side: str = "right", label_dtype: torch.dtype = torch.long) -> None:
+    def __init__(self, pad_id: int, padding_side: str = "right", label_dtype: torch.dtype = torch.long,
+                 pad_multiple: int | None = None, max_width: int | None = None) -> None:
         self.pad_id = pad_id
+        self.pad_multiple = pad_multiple
+        self.max_width = max_width  # buckets stop at the tokenizer's max_length
         self.padding_side = padding_side
         self.label_dtype = label_dtype
 
     def _pad(self, seqs: list[list[int]], value: int) -> torch.Tensor:
-        width = max(len(s) for s in seqs)
+        longest = max(len(s) for s in seqs)
+        width = bucket(longest, self.pad_multiple)
+        if self.max_width is not None:
+            width = max(longest, min(width, self.max_width))
         out = torch.full((len(seqs), width), value, dtype=torch.long)
         for i, s in enumerate(seqs):
             if self.padding_side == "right":
@@ -154,7 +162,7 @@ def build_workload(recipe: Recipe) -> Workload:
         if m.source.startswith("config:") and "vocab_size" not in m.config_overrides:
             m = m.model_copy(update={"config_overrides": {**m.config_overrides, "vocab_size": len(tokenizer)}})
         label_dtype = torch.float32 if TASKS[recipe.task].labels == "float" else torch.long
-        collate = PadCollator(pad_values["input_ids"], padding_side, label_dtype)
+        collate = PadCollator(pad_values["input_ids"], padding_side, label_dtype, recipe.pad_multiple, recipe.max_length)
     noisy = _flip_labels(train_rows, len(splits.label_names or []), recipe.data.label_noise, recipe.seed)
     torch.manual_seed(recipe.seed)  # random-init weights (config: models, new heads) follow the recipe's seed
     model = build_model(
@@ -239,17 +247,32 @@ def resolve_device(device: str, precision: str) -> torch.device:
         raise SiftcliError("precision: bf16 is not supported on this GPU; use fp16 or fp32")
     if precision == "fp16" and device == "cpu":
         raise SiftcliError("precision: fp16 needs a CUDA GPU; use bf16 or fp32 on a CPU")
+    if device == "cuda":
+        from siftcli import parallel
+
+        return torch.device("cuda", parallel.local_rank())  # one GPU per process under torchrun
     return torch.device(device)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, zero: bool = False) -> torch.optim.Optimizer:
     """AdamW, fused where this torch build supports it: on short-sequence fine-tunes the optimizer
-    step can be 40% of training time, and the fused kernel cuts it on CPU and GPU alike."""
+    step can be 40% of training time, and the fused kernel cuts it on CPU and GPU alike.
+
+    ``zero`` (under torchrun): ``ZeroRedundancyOptimizer``, each rank holding the AdamW state of its
+    share of the parameters only (ZeRO stage 1), which frees memory for a larger batch; one process: plain AdamW.
+    """
+    from siftcli import parallel
+
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if p.requires_grad:
             (no_decay if p.ndim < 2 or "norm" in name.lower() or name.endswith(".bias") else decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    if zero and parallel.active():
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        groups = [g for g in groups if g["params"]]
+        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr)
     try:
         return torch.optim.AdamW(groups, lr=lr, fused=True)
     except (RuntimeError, TypeError, ValueError):  # older torch, or a device without the fused kernel
@@ -261,7 +284,11 @@ _SIFT_FIELDS = {f.name for f in dataclasses.fields(SiftConfig)}
 
 def sift_config(recipe: Recipe, n_train: int, **changes: Any) -> SiftConfig:
     """The recipe's ``sift`` section as the engine's :class:`SiftConfig` (same field names, copied by
-    name); a delay fraction becomes raw batches; ``changes`` override (e.g. ``mode="random"``)."""
+    name); a delay fraction becomes raw batches (of one rank's shard, under torchrun); ``changes`` override
+    (e.g. ``mode="random"``)."""
+    from siftcli import parallel
+
+    n_train = -(-n_train // parallel.world())
     s = recipe.sift
     values = {k: v for k, v in s.model_dump().items() if k in _SIFT_FIELDS}
     values["seed"] = recipe.seed
@@ -274,29 +301,43 @@ def sift_config(recipe: Recipe, n_train: int, **changes: Any) -> SiftConfig:
 
 
 class SeededSampler(Sampler[int]):
-    """Shuffles with ``seed + epoch`` so every arm and every resume sees the same order."""
+    """Shuffles with ``seed + epoch`` so every arm and every resume sees the same order.
 
-    def __init__(self, n: int, seed: int) -> None:
-        self.n, self.seed, self.epoch = n, seed, 0
+    With ``world`` > 1 it is ``DistributedSampler``'s equivalent: the same permutation on every rank,
+    padded by wrapping to a multiple of ``world``, rank ``r`` taking every ``world``-th index from ``r``;
+    so every rank has ``ceil(n / world)`` samples (the same number of raw batches: no rank waits), and
+    with one process the order is exactly the single-process one.
+    """
+
+    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
+        self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[int]:
         g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return iter(torch.randperm(self.n, generator=g).tolist())
+        order = torch.randperm(self.n, generator=g).tolist()
+        if self.world == 1:
+            return iter(order)
+        order += order[: len(self) * self.world - self.n]
+        return iter(order[self.rank :: self.world])
 
     def __len__(self) -> int:
-        return self.n
+        return -(-self.n // self.world)
 
 
 def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | None, model: torch.nn.Module,
                        device: torch.device, reference_losses: torch.Tensor | None = None) -> SiftingDataLoader:
-    """The loop's one loader type: a :class:`SiftingDataLoader`; the baseline's keeps everything (mode ``all``)."""
+    """The loop's one loader type: a :class:`SiftingDataLoader`; the baseline's keeps everything (mode ``all``).
+    Under torchrun each rank draws its shard (:class:`SeededSampler`); ``model`` is the one scoring runs on,
+    never the DDP wrapper (a scoring forward must not take part in gradient synchronisation)."""
+    from siftcli import parallel
     from siftcli.sift.precision import scoring_precision
 
+    sampler = SeededSampler(len(workload.train_data), recipe.seed, parallel.rank(), parallel.world())
     raw = DataLoader(
-        workload.train_data, batch_size=recipe.batch_size, sampler=SeededSampler(len(workload.train_data), recipe.seed),
+        workload.train_data, batch_size=recipe.batch_size, sampler=sampler,
         collate_fn=workload.collate, num_workers=recipe.num_workers, pin_memory=device.type == "cuda",
         # its own generator: creating an iterator must not draw from the global RNG, or a
         # resumed run's dropout masks would differ from an uninterrupted run's
@@ -306,7 +347,8 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
     return SiftingDataLoader(
         raw, model, workload.loss_fn, config, batch_size=recipe.batch_size, device=device,
         precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
-        padding_side=workload.padding_side, reference_losses=reference_losses if config.score == "reducible" else None,
+        padding_side=workload.padding_side, pad_to_multiple_of=recipe.pad_multiple,
+        reference_losses=reference_losses if config.score == "reducible" else None,
         epochs=recipe.epochs,
     )
 
@@ -321,6 +363,10 @@ def save_model(workload: Workload, folder: Any) -> None:
     import tempfile
     from pathlib import Path
 
+    from siftcli import parallel
+
+    if not parallel.is_main():  # under torchrun every rank holds the same weights: rank 0 writes them
+        return
     folder = Path(folder)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:

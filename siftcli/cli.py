@@ -35,14 +35,20 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from siftcli import parallel
         from siftcli.errors import RunInterrupted, SiftcliError
 
         try:
             return fn(*args, **kwargs)
         except SiftcliError as exc:
-            err_console.print(f"siftcli: error: {exc}", markup=False, highlight=False, soft_wrap=True)
+            # under torchrun: rank 0 prints; another rank only an error of its own (never one every rank raised)
+            if parallel.is_main() or (parallel.active() and not exc.main_only):
+                who = "" if parallel.is_main() else f"[rank {parallel.rank()}] "
+                err_console.print(f"siftcli: {who}error: {exc}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except RunInterrupted as exc:
+            if not parallel.is_main():
+                raise typer.Exit(exc.exit_code) from None
             if exc.resumable:
                 msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (status 'interrupted'); "
                        f"continue with: {exc.resume_command}")
@@ -59,6 +65,9 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             err_console.print(f"siftcli: error: {exc.strerror or exc}{where}; files already written are complete, "
                               "the one being written was not", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
+        finally:
+            if "torch" in sys.modules:  # leave a process group cleanly (torchrun); never import torch for it
+                parallel.shutdown()
 
     return wrapper
 
@@ -107,6 +116,18 @@ class _Progress:
             err_console.print(f"trial {data['number']}: {data['state'].lower()}", highlight=False)
 
 
+def _main() -> bool:
+    """Whether this process prints: always, except on ranks other than 0 under torchrun."""
+    from siftcli import parallel
+
+    return parallel.is_main()
+
+
+def _events(progress: _Progress) -> Any:
+    """The progress bar on the printing process; nothing on the other ranks."""
+    return progress if _main() else None
+
+
 def _load(recipe: str | None, overrides: list[str] | None) -> Any:
     from siftcli.config import load_recipe
 
@@ -129,7 +150,10 @@ def train(
 
     cfg = _load(recipe, set_)  # with --resume, checked against the run folder's saved recipe
     with _Progress(not quiet) as progress:
-        run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=progress, resume=resume)
+        run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=_events(progress),
+                                     resume=resume)
+    if not _main():
+        return
     console.print(run_table(metrics, str(run_dir)))
     if (run_dir / "model").is_dir():
         console.print(f"[dim]model (save_pretrained; usable as model.source): {run_dir / 'model'}[/dim]")
@@ -163,8 +187,9 @@ def compare(
     cfg = _load(targets[0] if targets else None, set_)
     with _Progress(not quiet) as progress:
         run_dir, result = run_compare(cfg, output=output, seeds=seeds, equal_time=equal_time, random_keep=random_keep,
-                                     on_event=progress)
-    console.print(compare_view(result, str(run_dir)))
+                                     on_event=_events(progress))
+    if _main():
+        console.print(compare_view(result, str(run_dir)))
 
 
 @app.command("sweep-beta")

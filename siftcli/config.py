@@ -71,6 +71,7 @@ class OptimSpec(_Strict):
     warmup_fraction: float = Field(default=0.06, ge=0, lt=1)
     schedule: Literal["linear", "cosine", "constant"] = "linear"
     grad_clip: float | None = Field(default=1.0, gt=0)
+    zero: bool = Field(default=False, description="under torchrun: shard the optimizer state (ZeroRedundancyOptimizer)")
 
 
 class EvalSpec(_Strict):
@@ -174,9 +175,18 @@ class Recipe(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     compile: bool = False
+    pad_to_multiple_of: int | None = Field(
+        default=None, ge=1, description="pad sequence lengths up to a multiple of this (default 16 with compile: true, else none)")
     num_workers: int = Field(default=0, ge=0)
     checkpoint_every_steps: int | None = Field(default=None, ge=1)
     log_every_steps: int = Field(default=10, ge=1)
+
+    @property
+    def pad_multiple(self) -> int | None:
+        """Sequence lengths are padded up to a multiple of this: a compiled model then sees a few shapes, not one per batch."""
+        if self.pad_to_multiple_of is not None:
+            return self.pad_to_multiple_of
+        return 16 if self.compile else None
 
     @model_validator(mode="after")
     def _cross_field(self) -> Recipe:

@@ -8,6 +8,10 @@ class SiftcliError(Exception):
 
     exit_code = 2
 
+    def __init__(self, message: str = "", *, main_only: bool = False) -> None:
+        super().__init__(message)
+        self.main_only = main_only  # raised alike on every rank of a distributed run: rank 0 alone prints it
+
 
 class RunInterrupted(Exception):
     """Raised after Ctrl-C once the partial results are safely on disk."""

@@ -31,7 +31,15 @@ def run_table(m: dict[str, Any], run_dir: str | None = None) -> Table:
     t.add_row("training wall-clock", f"{m['train_seconds']:.1f} s")
     t.add_row("total wall-clock", f"{m['total_seconds']:.1f} s")
     t.add_row("optimizer steps", str(m["optimizer_steps"]))
+    par = m.get("parallel")
+    if par:
+        t.add_row("processes × batch = global batch; lr", _spread(par))
     t.add_row("samples trained / raw", f"{m['samples_trained']} / {m['raw_samples']}")
+    if par and par.get("ranks"):
+        per_rank = ", ".join(f"{r['rank']}: {_pct(r['kept_fraction'])} / {_pct(r['trained_fraction'])}" for r in par["ranks"])
+        dropped = sum(r["dropped_to_sync"] for r in par["ranks"])
+        t.add_row("kept / trained per rank", f"{per_rank}; {dropped} kept samples dropped to stay in step; "
+                  f"weights {'identical' if par.get('ranks_in_sync') else 'DIFFER'} on every rank")
     if m.get("samples_teacher") is not None:
         t.add_row("teacher forwards (samples)", str(m["samples_teacher"]))
     if m.get("keep"):
@@ -42,11 +50,22 @@ def run_table(m: dict[str, Any], run_dir: str | None = None) -> Table:
                   f"{_f(m.get('scoring_cost'), '{:.2f}')}, {_f(m.get('predicted_ratio'), '{:.2f}')}")
         started = f"{_start(k.get('sift_started_at'))} / {_start(k.get('anneal_started_at'))}"
         t.add_row("sifting started / anneal started (raw batch)", started)
+    if m.get("compile"):
+        c = m["compile"]
+        pad = f"; lengths padded to multiples of {c['pad_to_multiple_of']}" if c.get("pad_to_multiple_of") else ""
+        t.add_row("torch.compile: graphs / compilations / eager fallbacks",
+                  f"{c['graphs']} / {c['compilations']} / {c['eager_fallbacks']}{pad}")
     ph = m["phases"]
     t.add_row("phases (s)", ", ".join(f"{k} {v:.1f}" for k, v in ph.items()))
     if run_dir:
         t.add_row("run folder", run_dir)
     return t
+
+
+def _spread(par: dict[str, Any]) -> str:
+    """How a run was spread over processes, e.g. ``2 × 8 = 16; lr 0.001``."""
+    return f"{par['world_size']} × {par['per_rank_batch']} = {par['global_batch']}; lr {par['lr']:g}" + (
+        "; ZeRO" if par.get("zero") else "")
 
 
 def _start(raw_batch: int | None) -> str:
@@ -70,6 +89,8 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     row("training wall-clock (s)", lambda r: f"{r['train_seconds']:.1f}")
     row("total wall-clock (s)", lambda r: f"{r['total_seconds']:.1f}")
     row("optimizer steps", lambda r: str(r["optimizer_steps"]))
+    if any((runs[a].get("parallel") or {}).get("world_size", 1) > 1 for a in arms):
+        row("processes × batch; lr", lambda r: _spread(r["parallel"]) if r.get("parallel") else "—")
     row("samples scored", lambda r: str(r["samples_scored"]))
     if any(runs[a].get("samples_from_memory") for a in arms):
         row("samples decided from memory", lambda r: str(r.get("samples_from_memory") or 0))

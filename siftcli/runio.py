@@ -1,4 +1,8 @@
-"""Run folders and atomic writes: nothing a user produced is half-written or lost."""
+"""Run folders and atomic writes: nothing a user produced is half-written or lost.
+
+Under ``torchrun`` only rank 0 writes (:func:`siftcli.parallel.is_main`): the writers here do nothing on the
+other ranks, and the folder checks run on rank 0 with their answer (or error) handed to every rank.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from siftcli import parallel
 from siftcli.errors import SiftcliError
 
 
@@ -34,7 +39,9 @@ def _default_mode(path: str) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename over the target."""
+    """Write to a temporary file in the same folder, then rename over the target (rank 0 only)."""
+    if not parallel.is_main():
+        return
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -56,6 +63,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
 def atomic_torch_save(path: Path, obj: Any) -> None:
     import torch
 
+    if not parallel.is_main():
+        return
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -84,7 +93,7 @@ class JsonlLog:
     """
 
     def __init__(self, path: Path | None) -> None:
-        self.path = Path(path) if path is not None else None
+        self.path = Path(path) if path is not None and parallel.is_main() else None
         self._fh = self.path.open("a", encoding="utf-8") if self.path is not None else None
 
     def write(self, record: dict[str, Any]) -> None:
@@ -109,8 +118,13 @@ RESULT_FILES = ("metrics.json", "compare.json", "sweep.json", "variants.json", "
 def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs", suffix: str = "") -> Path:
     """``runs/<name>-<timestamp>/`` unless ``output`` names a folder; never a folder that already holds a run.
 
-    The folder is checked writable and claimed by this process (see :func:`claim`).
+    The folder is checked writable and claimed by this process (see :func:`claim`); under ``torchrun``
+    by rank 0, whose folder every rank then uses.
     """
+    return Path(parallel.on_main(lambda: str(_make_run_dir(output, name, root, suffix))))
+
+
+def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix: str) -> Path:
     if output is not None:
         if not str(output).strip():
             raise SiftcliError("--output '': expected a folder path")
@@ -127,7 +141,7 @@ def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs"
         while path.exists():
             n += 1
             path = Path(root) / f"{safe}{suffix}-{stamp}-{n}"
-    ensure_writable(path)
+    _ensure_writable(path)
     claim(path)
     return path
 
@@ -135,8 +149,10 @@ def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs"
 def claim(path: Path) -> None:
     """One process per run folder: ``.siftcli.lock`` holds the owner's pid and goes when that process exits.
 
-    A lock left by a process that no longer runs (killed with SIGKILL) is taken over.
+    A lock left by a process that no longer runs (killed with SIGKILL) is taken over. Rank 0's, under torchrun.
     """
+    if not parallel.is_main():
+        return
     lock = Path(path) / ".siftcli.lock"
     for _ in range(2):
         try:
@@ -169,7 +185,11 @@ def _alive(pid: int) -> bool:
 
 
 def ensure_writable(path: Path) -> None:
-    path = Path(path)
+    """The folder exists and takes files (checked on rank 0, its verdict on every rank)."""
+    parallel.on_main(lambda: _ensure_writable(Path(path)))
+
+
+def _ensure_writable(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise SiftcliError(f"--output {path}: exists and is not a folder")
     try:

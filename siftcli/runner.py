@@ -22,10 +22,12 @@ ARMS = ("baseline", "sifted", "equal-time", "random-keep")
 
 
 def preflight(recipe: Recipe) -> None:
-    """Fail on the device before loading anything or creating a run folder."""
+    """Fail on the device before loading anything or creating a run folder; under torchrun, join the process group."""
+    from siftcli import parallel
     from siftcli.builders import resolve_device
 
     device = resolve_device(recipe.device, recipe.precision)
+    parallel.init(device.type)
     if recipe.sift.enabled and recipe.sift.precision != "auto":
         try:
             resolve_device(device.type, recipe.sift.precision)
@@ -158,8 +160,11 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
+    from siftcli import parallel
     from siftcli.plots import write_plots
 
+    if not parallel.is_main():
+        return []
     try:
         return [str(p) for p in write_plots(run_dir, runs)]
     except ImportError:  # matplotlib missing: plots are a nicety, never a failure

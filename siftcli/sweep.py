@@ -282,8 +282,12 @@ def main(argv: list[str] | None = None) -> int:
 def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: str | None = None, resume: str | None = None,
               jobs: int = 1, on_event: Any = None) -> tuple[Path, dict[str, Any]]:
     """The whole sweep: frontier, trials (``jobs`` processes at a time; 0 runs them in this process), results."""
+    from siftcli import parallel
     from siftcli.runner import prepare
 
+    if parallel.launched():
+        raise SiftcliError("sweep-beta runs its trials as processes of its own (--jobs, one GPU each); launch it without "
+                           "torchrun")
     optuna = _optuna()
     emit = on_event or (lambda kind, data: None)
     if jobs < 0:

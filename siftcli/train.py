@@ -4,6 +4,11 @@
 fine-tune (sifted when given a :class:`SiftConfig`), evaluates on a schedule kept off the training
 clock, checkpoints, and writes a run folder. Everything the loop changes lives in one
 :class:`RunState`, saved and restored whole, so Ctrl-C leaves a run that resumes exactly.
+
+Under ``torchrun`` (:mod:`siftcli.parallel`) the same loop runs on every rank: the model trains wrapped in
+``DistributedDataParallel`` while scoring and evaluation use the bare module, evaluation sums over the ranks'
+shares of the eval set, every stop (signal, non-finite loss, evaluation by the clock) is agreed before it
+is acted on, and rank 0 writes metrics and checkpoints that hold every rank's loader state.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from siftcli.analysis import summarise_run
+from siftcli import compiling, parallel
+from siftcli.analysis import merge_ranks, summarise_run
 from siftcli.builders import Workload, build_train_loader, make_optimizer, resolve_device
 from siftcli.config import Recipe
 from siftcli.errors import RunInterrupted, SiftcliError
@@ -109,8 +115,9 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     with autocast(device, recipe.precision):
         losses = loss_fn(forward, batch)
     loss = losses.mean() if weights is None else (losses * weights.to(device, losses.dtype)).mean()
-    if not torch.isfinite(loss):
-        raise _NonFiniteLoss(loss.item())
+    if parallel.any_true(not bool(torch.isfinite(loss)))[0]:  # agreed: a rank that stopped alone would hang the rest
+        value = loss.item()
+        raise _NonFiniteLoss(value if not math.isfinite(value) else float("nan"))  # (another rank's loss)
     scaler.scale(loss).backward()
     sync()
     t1 = time.perf_counter()
@@ -177,6 +184,21 @@ class StopSignals:
             signal.signal(sig, previous)
 
 
+def _forwards(model: torch.nn.Module, compile_: bool, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(the training forward, the scoring and evaluation forward). One module in one process; under torchrun
+    the training forward is the ``DistributedDataParallel`` wrapper, whose gradient all-reduce a scoring or
+    evaluation forward must never join (it would wait on ranks that are not scoring), so those use the bare module."""
+    if not parallel.active():
+        forward = compiling.compile_module(model) if compile_ else model
+        return forward, forward
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if not compile_:
+        return ddp, model
+    return compiling.compile_module(ddp), compiling.compile_module(model)
+
+
 def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
     """The loader's batches, with the wait for each put on the clock as data and scoring time."""
     batches = iter(loader)
@@ -202,11 +224,14 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     random.seed(recipe.seed)
     started = time.perf_counter()
     model = workload.model.to(device).train()
-    forward = torch.compile(model, dynamic=True) if recipe.compile else model
-    loader = build_train_loader(workload, recipe, sift, forward, device, reference.losses if reference else None)
-    eval_loader = DataLoader(workload.eval_data, batch_size=recipe.eval.batch_size, shuffle=False, collate_fn=workload.collate,
+    forward, scorer = _forwards(model, recipe.compile, device)
+    loader = build_train_loader(workload, recipe, sift, scorer, device, reference.losses if reference else None)
+    eval_data = workload.eval_data
+    if parallel.active():  # each rank evaluates its share; evaluate() sums over ranks
+        eval_data = torch.utils.data.Subset(eval_data, range(parallel.rank(), len(eval_data), parallel.world()))
+    eval_loader = DataLoader(eval_data, batch_size=recipe.eval.batch_size, shuffle=False, collate_fn=workload.collate,
                              generator=torch.Generator())  # its own: evaluating must not move the training RNG
-    optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay)
+    optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay, recipe.optim.zero)
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
     train_loss = workload.loss_fn  # the scoring pass always uses the student's own loss
@@ -214,17 +239,21 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
         from siftcli.distill import DistillLoss
 
         train_loss = DistillLoss(workload.teacher.to(device), recipe.distill.temperature, recipe.distill.alpha)
-    budget = Budget.of(recipe, len(workload.train_data))
+    budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
     state = RunState()
     if reference is not None:  # its cost is on this run's clock, as its own phase
         state.phases["reference"] = state.train_clock = state.last_eval_clock = state.earlier_seconds = reference.seconds
     if resume:
         _load_checkpoint(run_dir, arm, state, parts, device)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy))
+    compiled = compiling.counts() if recipe.compile else None
+
+    def finish(status: str) -> dict[str, Any]:
+        return _finish(workload, recipe, sift, loader, arm, status, state, started, device, run_dir, compiled)
 
     def evaluate_now(reason: str) -> None:
         t0 = time.perf_counter()
-        result = evaluate(forward, eval_loader, workload.task, device, recipe.precision)
+        result = evaluate(scorer, eval_loader, workload.task, device, recipe.precision)
         state.phases["evaluation"] += time.perf_counter() - t0
         point = {"step": state.step, "epoch": state.epoch, "train_seconds": state.train_clock,
                  "raw_samples": loader.stats.raw_samples, "trained_samples": state.trained, "reason": reason, **result}
@@ -259,12 +288,13 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     state.trained += len(batch["labels"])
                     _log_step(state, losses.float().mean().item(), lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
-                    if (e.every_steps and state.step % e.every_steps == 0) or (
-                            e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds):
+                    clock_due = bool(e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds)
+                    stopping, clock_due = parallel.any_true(stop.requested is not None, clock_due)  # one rank's clock decides for all
+                    if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
                         _save_checkpoint(run_dir, arm, state, parts, started)
-                    if stop.requested:  # a signal arrived during this step: it is finished, stop here
+                    if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
                     if budget.done(state.step, loader.stats.raw_samples):
                         break
@@ -278,15 +308,18 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             if state.last_eval_step != state.step or not state.curve:
                 evaluate_now("final")
         except KeyboardInterrupt:  # results first, then the checkpoint: a full disk cannot cost the metrics
-            _finish(workload, recipe, sift, loader, arm, "interrupted", state, started, device, run_dir)
+            finish("interrupted")
             _save_checkpoint(run_dir, arm, state, parts, started)
-            raise RunInterrupted(str(run_dir), signal=stop.requested or "SIGINT") from None
+            received = [name for name in parallel.gather(stop.requested) if name]  # a signal may reach one rank only
+            again = (f"siftcli train <recipe> --resume {run_dir}, launched as before (torchrun, {parallel.world()} processes)"
+                     if parallel.active() else None)
+            raise RunInterrupted(str(run_dir), signal=received[0] if received else "SIGINT", resume_command=again) from None
         except _NonFiniteLoss as exc:
-            _finish(workload, recipe, sift, loader, arm, "failed", state, started, device, run_dir)
+            finish("failed")
             where = f"; partial results in {run_dir}" if run_dir else ""
             raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
-                               f"try a lower optim.lr or precision fp32{where}") from None
-        result = _finish(workload, recipe, sift, loader, arm, "completed", state, started, device, run_dir)
+                               f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
+        result = finish("completed")
         _save_checkpoint(run_dir, arm, state, parts, started)
     emit("end", result)
     return result
@@ -305,10 +338,23 @@ def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log
 
 
 def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader: Any, arm: str, status: str, state: RunState,
-            started: float, device: torch.device, run_dir: Path | None) -> dict[str, Any]:
-    """The run's metrics, written atomically with the kept/rejected loss sample beside them."""
+            started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None) -> dict[str, Any]:
+    """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
+    rank's are merged (:func:`~siftcli.analysis.merge_ranks`) and every rank returns the same: what a caller
+    decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""
     out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
-                        device)
+                        device, parallel.world())
+    if compiled is not None:  # what torch.compile did during this run (graphs, compilations, eager fallbacks)
+        out["compile"] = {**compiling.since(compiled), "pad_to_multiple_of": recipe.pad_multiple}
+    if parallel.active():
+        raw = max(1, out["raw_samples"])  # kept: what the rule chose on this rank; trained: what it trained on
+        mine = {"rank": parallel.rank(), "raw_samples": out["raw_samples"], "kept_samples": loader.stats.kept_samples,
+                "samples_trained": out["samples_trained"], "kept_fraction": loader.stats.kept_samples / raw,
+                "trained_fraction": out["samples_trained"] / raw, "optimizer_steps": state.step,
+                "train_seconds": state.train_clock, "dropped_to_sync": loader.stats.dropped_to_sync,
+                "weights_sha1": _fingerprint(workload.model)}
+        gathered = parallel.gather((out, mine))
+        out = merge_ranks([g[0] for g in gathered], [g[1] for g in gathered])
     if run_dir:
         atomic_write_json(run_dir / "metrics.json", out)
         if sift is not None:
@@ -316,9 +362,19 @@ def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader:
     return out
 
 
+def _fingerprint(model: torch.nn.Module) -> str:
+    """SHA-1 of every parameter's bytes: equal on every rank when data-parallel training kept them in step."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for p in model.parameters():
+        h.update(p.detach().float().cpu().numpy().tobytes())
+    return h.hexdigest()
+
+
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torch.device, precision: str) -> dict[str, float]:
-    """Eval loss plus the task's metric (see :mod:`siftcli.tasks`)."""
+    """Eval loss plus the task's metric (see :mod:`siftcli.tasks`); under torchrun, over every rank's share."""
     was_training = model.training
     model.eval()
     kind = TASKS[task]
@@ -335,21 +391,40 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
                 correct += int((logits.argmax(-1) == labels).sum())
     finally:
         model.train(was_training)
+    if parallel.active():
+        import torch.distributed as dist
+
+        sums = torch.tensor([total_loss, float(correct), float(count)], dtype=torch.float64,
+                            device=device if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(sums)
+        total_loss, correct, count = sums[0].item(), int(sums[1].item()), int(sums[2].item())
     mean_loss = total_loss / max(1, count)
     metric = {"accuracy": correct / max(1, count), "mse": mean_loss, "perplexity": math.exp(min(mean_loss, 50.0))}[kind.metric]
     return {"loss": mean_loss, kind.metric: metric}
 
 
 # -- checkpoints: the state, whole, beside the parts that carry their own state_dict ----------------
+#: Parts each rank holds its own of (its shard's loader state); the rest are the same on every rank.
+PER_RANK = ("loader",)
+
 
 def _save_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dict[str, Any], started: float) -> None:
+    """Rank 0 writes one file holding the shared parts once (a ZeRO optimizer consolidated first) and every
+    rank's own: its loop state, loader state and RNG (collected from all ranks; a collective under torchrun)."""
     if run_dir is None:
         return
     t0 = time.perf_counter()
     saved = asdict(state)
     saved["earlier_seconds"] += t0 - started  # what a resumed process adds its own time to
-    atomic_torch_save(run_dir / "checkpoint.pt", {"arm": arm, "state": saved, "rng": _rng_state(),
-                                                   **{name: part.state_dict() for name, part in parts.items()}})
+    mine = {"state": saved, "rng": _rng_state(), **{name: parts[name].state_dict() for name in PER_RANK}}
+    optimizer = parts["optimizer"]
+    if parallel.active() and hasattr(optimizer, "consolidate_state_dict"):  # ZeRO: every rank's shard to rank 0
+        optimizer.consolidate_state_dict(to=0)
+    ranks = parallel.gather(mine)
+    if parallel.is_main():
+        shared = {name: part.state_dict() for name, part in parts.items() if name not in PER_RANK}
+        atomic_torch_save(run_dir / "checkpoint.pt", {"arm": arm, "world_size": len(ranks), "ranks": ranks, **shared})
+    parallel.barrier()  # no rank exits (a launcher would then stop rank 0) before the checkpoint is on disk
     state.phases["checkpoint"] += time.perf_counter() - t0
 
 
@@ -364,18 +439,27 @@ def _load_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dic
     if not isinstance(ck, dict) or ck.get("arm") != arm:
         got = ck.get("arm") if isinstance(ck, dict) else None
         raise SiftcliError(f"--resume {run_dir}: checkpoint is of the {got!r} run, not {arm!r}")
-    if "state" not in ck:
+    if "ranks" not in ck and "state" in ck:  # written by one process before checkpoints held every rank's part
+        ck["ranks"] = [{"state": ck["state"], "rng": ck["rng"], **{name: ck.get(name) for name in PER_RANK}}]
+    if "ranks" not in ck:
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt was written by an older siftcli; start the run again")
+    if len(ck["ranks"]) != parallel.world():
+        n = len(ck["ranks"])
+        raise SiftcliError(f"--resume {run_dir}: the run was checkpointed by {n} process{'es' if n > 1 else ''} and this "
+                           f"is {parallel.world()}; resume with the same number (torchrun --nproc-per-node={n}), since each "
+                           "rank's data shard and sifting state depend on it (the saved model loads anywhere)")
+    mine = ck["ranks"][parallel.rank()]
     for name, part in parts.items():
-        if ck.get(name):
+        saved = mine.get(name) if name in PER_RANK else ck.get(name)
+        if saved:
             try:
-                part.load_state_dict(ck[name])
+                part.load_state_dict(saved)
             except (ValueError, RuntimeError, KeyError) as exc:
                 first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
                 raise SiftcliError(f"--resume {run_dir}: the saved {name} does not fit this run ({first})") from None
-    for key, value in ck["state"].items():
+    for key, value in mine["state"].items():
         setattr(state, key, value)
-    _set_rng_state(ck["rng"])
+    _set_rng_state(mine["rng"])
 
 
 def _rng_state() -> dict[str, Any]:

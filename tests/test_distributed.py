@@ -1,10 +1,13 @@
-"""Scaled-out runs never deadlock: every rank yields the same number of batches."""
+"""Scaled-out sifting never deadlocks, in every mode: every rank yields the same number of batches, and one
+global history ranks every rank's samples (the torchrun runs through the CLI are in test_parallel.py)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -12,38 +15,98 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss
 
+N = 240
+MODES = {
+    "probabilistic": {"beta": 1.0, "sift_delay": 2},
+    "calibrated": {"mode": "calibrated", "beta": 1.0, "sift_delay": 2},
+    "infobatch+anneal": {"mode": "infobatch", "anneal_fraction": 0.2},
+    "random": {"mode": "random", "keep_fraction": 0.3, "sift_delay": 2},
+    "memory": {"beta": 1.0, "sift_delay": 2, "scoring": "memory"},
+    "auto-delay": {"beta": 1.0, "sift_delay": "auto"},
+    "reducible": {"beta": 1.0, "sift_delay": 2, "score": "reducible"},
+}
 
-def _worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+
+def _skewed_loss(model, batch):  # noqa: ANN001, ANN202
+    """Rank 0's losses x10, rank 1's x0.1: against one global ranking rank 1 keeps far fewer samples."""
+    return cross_entropy_loss(model, batch) * (10.0 if dist.get_rank() == 0 else 0.1)
+
+
+def _worker(rank: int, world: int, init_file: str, out_dir: str, uneven: bool) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
-        g = torch.Generator().manual_seed(rank)  # different data per rank, so decisions differ
-        x = torch.randn(240, 4, generator=g) * (1 + 2 * rank)
+        g = torch.Generator().manual_seed(rank)  # different data per rank
+        n = N + (8 if uneven and rank == 1 else 0)
+        x = torch.randn(n, 4, generator=g)
         y = (x[:, 0] > 0).long()
-        loader = SiftingDataLoader(DataLoader(TensorDataset(x, y), batch_size=8), torch.nn.Linear(4, 2), cross_entropy_loss,
-                                   SiftConfig(beta=1.0, loss_history_length=64, sift_delay=2, seed=rank))
-        counts = []
-        for _ in range(2):
-            n = 0
-            for _batch in loader:
-                flag = torch.ones(1)
-                dist.all_reduce(flag)  # a collective per batch, like DDP's gradient all-reduce
-                n += 1
-            counts.append(n)
-        Path(out_dir, f"rank{rank}.txt").write_text(",".join(map(str, counts)) + f";{loader.stats.kept_samples}")
+        model = torch.nn.Linear(4, 2)
+        results = {}
+        for name, changes in MODES.items():
+            cfg = SiftConfig(loss_history_length=64, seed=0, **changes)
+            reference = torch.rand(n) if cfg.score == "reducible" else None
+            loader = SiftingDataLoader(DataLoader(TensorDataset(x, y), batch_size=8), model, _skewed_loss, cfg,
+                                       reference_losses=reference, epochs=2)
+            counts = []
+            try:
+                for _ in range(2):
+                    batches = 0
+                    for batch in loader:
+                        loader.training_loss(_skewed_loss(model, batch).detach())  # records losses (memory, auto)
+                        flag = torch.ones(1)
+                        dist.all_reduce(flag)  # a collective per batch, like DDP's gradient all-reduce
+                        batches += 1
+                    counts.append(batches)
+            except ValueError as exc:
+                results[name] = {"error": str(exc)}
+                continue
+            results[name] = {"batches": counts, "kept": loader.stats.kept_samples, "dropped": loader.stats.dropped_to_sync,
+                             "history": loader.sifter.history.tolist(), "started": loader.sifter.started_at}
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
     finally:
         dist.destroy_process_group()
 
 
-def test_ranks_yield_equal_batches_and_do_not_deadlock(tmp_path: Path) -> None:
-    ctx = mp.spawn(_worker, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
+def _run(tmp_path: Path, uneven: bool = False) -> list[dict]:
+    ctx = mp.spawn(_worker, args=(2, str(tmp_path / "init"), str(tmp_path), uneven), nprocs=2, join=False)
     deadline = time.monotonic() + 120
     while not ctx.join(timeout=1):
         if time.monotonic() > deadline:  # a deadlock fails the test instead of hanging CI
             for p in ctx.processes:
                 p.kill()
             raise AssertionError("ranks deadlocked")
-    results = [(tmp_path / f"rank{r}.txt").read_text() for r in range(2)]
-    counts = [r.split(";")[0] for r in results]
-    kept = [int(r.split(";")[1]) for r in results]
-    assert counts[0] == counts[1]
-    assert kept[0] == kept[1] and 0 < kept[0] < 480
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_every_mode_yields_equal_batches_with_one_global_history(tmp_path: Path) -> None:
+    ranks = _run(tmp_path)
+    for name in MODES:
+        r0, r1 = ranks[0][name], ranks[1][name]
+        assert "error" not in r0, (name, r0)
+        assert r0["batches"] == r1["batches"], name  # equal steps on every rank: no all-reduce waits forever
+        assert r0["history"] == r1["history"], name  # one history, gathered from both ranks, in the same order
+        assert r0["started"] == r1["started"], name
+        assert 0 < r1["kept"] <= 2 * N, name
+    # one global ranking: rank 1's losses are 100x smaller, so it keeps far fewer (the surplus is counted, not trained)
+    for name in ("probabilistic", "memory", "reducible"):
+        assert ranks[0][name]["kept"] > ranks[1][name]["kept"] + 100, (name, ranks[0][name]["kept"], ranks[1][name]["kept"])
+    assert ranks[0]["probabilistic"]["dropped"] > 0
+    for name in ("random", "calibrated"):  # a fixed count per raw batch: nothing skews it
+        assert ranks[0][name]["kept"] == ranks[1][name]["kept"], name
+
+
+def test_ranks_with_different_numbers_of_raw_batches_fail_together_instead_of_hanging(tmp_path: Path) -> None:
+    ranks = _run(tmp_path, uneven=True)
+    for name in MODES:
+        for r in ranks:
+            assert "different numbers of raw batches per epoch (30 to 31)" in r[name]["error"]
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_seeded_sampler_shards_evenly_and_covers_the_data(world: int) -> None:
+    from siftcli.builders import SeededSampler
+
+    shards = [list(SeededSampler(10, seed=3, rank=r, world=world)) for r in range(world)]
+    assert len({len(s) for s in shards}) == 1 and all(len(s) == -(-10 // world) for s in shards)
+    assert set().union(*shards) == set(range(10))
+    if world == 1:
+        assert shards[0] == torch.randperm(10, generator=torch.Generator().manual_seed(3 * 100_003)).tolist()

@@ -148,8 +148,18 @@ def concat(
     return first
 
 
-def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "attention_mask") -> Any:
-    """Drop padding columns no sample in ``batch`` needs.
+def bucket(width: int, multiple: int | None) -> int:
+    """``width`` rounded up to a multiple of ``multiple`` (``None``: unchanged).
+
+    A compiled model specialises on shapes; padding sequence lengths to a few buckets bounds how many
+    graphs it ever compiles (variable-length text would otherwise bring a new shape every batch).
+    """
+    return width if not multiple or multiple <= 1 else -(-width // multiple) * multiple
+
+
+def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "attention_mask",
+                 multiple: int | None = None) -> Any:
+    """Drop padding columns no sample in ``batch`` needs (keeping the width a multiple of ``multiple``, when given).
 
     Packing kept samples from several raw batches pads them to the widest raw batch; the
     samples actually kept are often shorter. Without trimming, every sifted training step
@@ -166,6 +176,8 @@ def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "atten
         return batch
     width = mask.shape[1]
     lo, hi = (0, int(used[-1]) + 1) if padding_side == "right" else (int(used[0]), width)
+    keep = min(width, bucket(hi - lo, multiple))  # a bucket's width (or the raw width, itself one)
+    lo, hi = (0, keep) if padding_side == "right" else (width - keep, width)
     if lo == 0 and hi == width:
         return batch
     data = {k: v[:, lo:hi] if isinstance(v, torch.Tensor) and v.ndim == 2 and v.shape[1] == width and v.shape[0] == mask.shape[0]
@@ -200,11 +212,14 @@ BatchTransform = Callable[[Any], Any]
 class Packer:
     """Buffers kept samples from successive raw batches and cuts them into batches of ``batch_size``.
 
-    The packing piece of the loader; its buffer is part of the loader's checkpoint.
+    The packing piece of the loader; its buffer is part of the loader's checkpoint. Packed batches are
+    trimmed to their longest sample, rounded up to a multiple of ``pad_multiple`` when given.
     """
 
-    def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right") -> None:
+    def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right",
+                 pad_multiple: int | None = None) -> None:
         self.batch_size = batch_size
+        self.pad_multiple = pad_multiple
         self.pad_values = {**DEFAULT_PAD_VALUES, **(pad_values or {})}
         self.padding_side = padding_side
         self.buffer: list[Any] = []
@@ -231,10 +246,10 @@ class Packer:
         out = []
         while packed is not None and self.buffered >= self.batch_size:
             head, packed = split(packed, self.batch_size)
-            out.append(trim_padding(head, self.padding_side))
+            out.append(trim_padding(head, self.padding_side, multiple=self.pad_multiple))
             self.buffered -= self.batch_size
         if packed is not None and not full_only:
-            out.append(trim_padding(packed, self.padding_side))
+            out.append(trim_padding(packed, self.padding_side, multiple=self.pad_multiple))
             packed, self.buffered = None, 0
         self.buffer = [packed] if packed is not None else []
         return out

@@ -1,4 +1,15 @@
-"""Sifting under ``torch.distributed``: every rank keeps the same count, so no rank runs dry."""
+"""Sifting under ``torch.distributed``: one global ranking, and the same number of batches on every rank.
+
+Ranks sift different data, so left alone they would keep different numbers of samples, yield
+different numbers of batches, and DDP's gradient all-reduce would wait forever on the rank that ran
+dry. The loader therefore (1) ranks every loss against a history gathered from all ranks
+(:func:`gather_values`), so a sample's fate does not depend on which rank drew it; (2) yields, after
+each raw batch, only as many packed batches as every rank has (:func:`agree_min`), carrying a rank's
+surplus to the next raw batch and dropping what is left over at the end of an epoch (counted); and
+(3) checks at the start of each epoch that every rank has the same number of raw batches
+(:func:`check_same`), which a ``DistributedSampler`` (or siftcli's own sharded sampler) guarantees.
+Every function here is a collective: all ranks call it at the same point, or none does.
+"""
 
 from __future__ import annotations
 
@@ -10,24 +21,67 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def agree_across_ranks(mask: torch.Tensor, generator: torch.Generator, device: torch.device) -> torch.Tensor:
-    """Every rank keeps the smallest count any rank chose, dropping its surplus at random.
-
-    Ranks sift different data, so left alone they would yield different numbers of batches and
-    DDP's gradient all-reduce would wait forever on the rank that ran dry. Equal counts per raw
-    batch keep buffers, and so batch counts, equal on every rank (given equal raw batches per
-    rank, as ``DistributedSampler`` provides).
-    """
-    if world_size() < 2:
-        return mask
+def rank() -> int:
     dist = torch.distributed
-    where = device if dist.get_backend() == "nccl" else torch.device("cpu")
-    count = torch.tensor([int(mask.sum())], device=where)
-    dist.all_reduce(count, op=dist.ReduceOp.MIN)
-    k = int(count.item())
-    kept = mask.nonzero().flatten()
-    if kept.numel() > k:
-        drop = kept[torch.randperm(kept.numel(), generator=generator)[: kept.numel() - k]]
-        mask = mask.clone()
-        mask[drop] = False
-    return mask
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def _where(device: torch.device | None) -> torch.device:
+    dist = torch.distributed
+    if dist.get_backend() == "nccl":
+        return device if device is not None and device.type == "cuda" else torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def gather_values(values: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """Every rank's 1-D float ``values`` (any length, also none), concatenated in rank order."""
+    values = values.detach().float().flatten().cpu()
+    if world_size() < 2:
+        return values
+    dist = torch.distributed
+    where = _where(device)
+    sizes = [torch.zeros(1, dtype=torch.long, device=where) for _ in range(world_size())]
+    dist.all_gather(sizes, torch.tensor([values.numel()], device=where))
+    counts = [int(s.item()) for s in sizes]
+    longest = max(counts)
+    if longest == 0:
+        return values
+    padded = torch.zeros(longest, device=where)
+    padded[: values.numel()] = values.to(where)
+    parts = [torch.zeros(longest, device=where) for _ in counts]
+    dist.all_gather(parts, padded)
+    return torch.cat([p[:c].cpu() for p, c in zip(parts, counts)])
+
+
+def agree_min(n: int, device: torch.device | None = None) -> int:
+    """The smallest ``n`` any rank has."""
+    if world_size() < 2:
+        return n
+    dist = torch.distributed
+    t = torch.tensor([n], dtype=torch.long, device=_where(device))
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return int(t.item())
+
+
+def any_rank(flag: bool, device: torch.device | None = None) -> bool:
+    """True on every rank if ``flag`` is true on any."""
+    if world_size() < 2:
+        return flag
+    dist = torch.distributed
+    t = torch.tensor([1 if flag else 0], dtype=torch.long, device=_where(device))
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def check_same(n: int, what: str, device: torch.device | None = None) -> None:
+    """Raise on every rank (the same error, so none waits) unless all ranks have the same ``n``."""
+    if world_size() < 2:
+        return
+    dist = torch.distributed
+    t = torch.tensor([n, -n], dtype=torch.long, device=_where(device))
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    low, high = int(t[0].item()), -int(t[1].item())
+    if low != high:
+        raise ValueError(f"ranks have different numbers of {what} ({low} to {high}), so some would wait forever for the "
+                         "others: shard the data with DistributedSampler(drop_last=False) or another sampler that gives "
+                         "every rank the same number")

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from siftcli.sift import batching
-from siftcli.sift.distributed import agree_across_ranks, world_size
+from siftcli.sift.distributed import agree_min, any_rank, check_same, gather_values, rank, world_size
 from siftcli.sift.indices import IndexTracker
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.memory import LossMemory
@@ -77,6 +77,8 @@ class SiftingDataLoader:
             that are not tensors, mappings or tuples of them.
         pad_values: per-field values used when re-padding; ``input_ids`` should be the pad token id.
         padding_side: ``right`` or ``left``, as the tokenizer padded.
+        pad_to_multiple_of: packed batches are trimmed to their longest sample rounded up to this multiple,
+            so a compiled model sees a few sequence lengths instead of a new one every batch.
         reference_losses: ``Tensor[len(dataset)]``, a reference model's loss per training sample, for
             ``SiftConfig(score="reducible")`` (``siftcli.reference`` computes them cross-fitted).
         epochs: the run's length in epochs; ``SiftConfig(anneal_fraction=...)`` needs it to know when the
@@ -106,6 +108,7 @@ class SiftingDataLoader:
         batch_transform: Callable[[Any], Any] | None = None,
         pad_values: Mapping[str, float] | None = None,
         padding_side: str = "right",
+        pad_to_multiple_of: int | None = None,
         yield_on_device: bool = False,
         reference_losses: torch.Tensor | None = None,
         epochs: float | None = None,
@@ -134,8 +137,10 @@ class SiftingDataLoader:
         self._train_seconds: deque[float] = deque(maxlen=64)  # the loop's seconds per trained sample, recent batches
         self.batch_transform = batch_transform
         self.yield_on_device = yield_on_device
-        self.packer = batching.Packer(self.batch_size, pad_values, padding_side)
+        self.packer = batching.Packer(self.batch_size, pad_values, padding_side, pad_to_multiple_of)
         self.sifter = Sifter(self.config)
+        if world_size() > 1:  # each rank draws its own keep decisions (and saves its own generator)
+            self.sifter.generator.manual_seed(int(self.config.seed) + 1_000_003 * rank())
         if self.config.anneal_fraction and not epochs:
             raise ValueError("anneal_fraction needs epochs=: the loader must know when the last part of the run begins")
         if epochs:
@@ -251,7 +256,9 @@ class SiftingDataLoader:
             s = self.scoring_cost
             if self.config.scoring == "memory":  # a sample is scored about once per memory_max_age + 1 epochs
                 s /= 1 + (self.config.memory_max_age if self.config.memory_max_age is not None else 9)
-            self.sifter.maybe_start(s)
+            started = self.sifter.maybe_start(s)
+            if world_size() > 1 and any_rank(started, self.device) and self.sifter.started_at is None:
+                self.sifter.started_at = self.sifter.steps  # every rank starts at the same raw batch
         return self.sifter.keeps_all
 
     @property
@@ -267,6 +274,10 @@ class SiftingDataLoader:
             # batches): that epoch is over, and what it left buffered is dropped.
             self.epoch += 1
         self._active = True
+        distributed = world_size() > 1
+        self.sifter.share = (lambda values: gather_values(values, self.device)) if distributed else None
+        if distributed:
+            check_same(len(self.dataloader), "raw batches per epoch", self.device)
         if not self._resume_mid_epoch:
             self.sifter.start_epoch()
             self._raw_in_epoch = 0
@@ -295,11 +306,11 @@ class SiftingDataLoader:
             except StopIteration:
                 break
             self.stats.data_wait_seconds += time.perf_counter() - t0
-            self._pending = self._step(raw, self.indices.next())
+            self._pending += self._step(raw, self.indices.next())
             yield from self._flush()
         self._account_dropped()
-        self._pending = self._pair(self.packer.drain(full_only=False), self.meta_packer.drain(full_only=False))
-        yield from self._flush()
+        self._pending += self._pair(self.packer.drain(full_only=False), self.meta_packer.drain(full_only=False))
+        yield from self._flush(last=True)
         self.epoch += 1
         self.sifter.start_epoch()
         self._raw_in_epoch = 0
@@ -355,8 +366,6 @@ class SiftingDataLoader:
         losses, scored = self._losses(raw, indices, n) if self.sifter.wants_scores(n) else (None, 0)
         scores = None if losses is None else self.scorer.scores(losses, indices)
         mask, weights = self.sifter.decide_weighted(scores, n)
-        if not delayed:
-            mask = agree_across_ranks(mask, self.sifter.generator, self.device)
         return self._account(_Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
 
     def _account(self, entry: _Entry, raw: Any, delayed: bool = False,
@@ -411,8 +420,16 @@ class SiftingDataLoader:
         """Packed batches with their weights and indices (packed by the same masks, so they line up one to one)."""
         return list(zip(batches, metas))
 
-    def _flush(self) -> Iterator[Any]:
-        while self._pending:  # popped before yielding, so a checkpoint between yields loses nothing
+    def _flush(self, last: bool = False) -> Iterator[Any]:
+        """Yield the packed batches; under torch.distributed only as many as every rank has (the rest wait
+        for the next raw batch; at the end of the epoch they are dropped and counted), so no rank waits."""
+        n = len(self._pending)
+        if world_size() > 1:
+            n = agree_min(n, self.device)
+            if last and n < len(self._pending):
+                self.stats.dropped_to_sync += sum(m["weight"].numel() for _, m in self._pending[n:])
+                del self._pending[n:]
+        for _ in range(n):  # popped before yielding, so a checkpoint between yields loses nothing
             batch, meta = self._pending.pop(0)
             self._yielded.append(meta)
             weights = meta["weight"]

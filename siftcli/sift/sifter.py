@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -140,6 +141,10 @@ class Sifter:
         self.started_at: int | None = None  # raw batch at which sifting started (None: not yet)
         self.gain = 1.0  # smoothed importance_gain of the losses seen in the delay
         self.gain_samples = 0
+        # under torch.distributed: returns every rank's values (the loader sets it), so the history is global;
+        # observed losses wait in _unshared for the next decision, which every rank makes at the same point
+        self.share: Callable[[torch.Tensor], torch.Tensor] | None = None
+        self._unshared: list[torch.Tensor] = []
 
     # -- delay and anneal ---------------------------------------------------------------
     def start_epoch(self) -> None:
@@ -195,7 +200,10 @@ class Sifter:
         losses = losses.detach().float().flatten().cpu()
         if losses.numel() == 0:
             return
-        self._remember(losses)
+        if self.share is None:
+            self._remember(losses)
+        else:
+            self._unshared.append(losses)
         g = algorithm.importance_gain(losses)
         self.gain = g if self.gain_samples == 0 else (1 - GAIN_SMOOTHING) * self.gain + GAIN_SMOOTHING * g
         self.gain_samples += losses.numel()
@@ -215,6 +223,19 @@ class Sifter:
     @property
     def history(self) -> torch.Tensor:
         return self._ring[: self._filled] if self._filled < self._ring.numel() else self._ring
+
+    def _absorb(self, ranked: torch.Tensor | None) -> None:
+        """Add a decided batch's scores to the history; under torch.distributed, every rank's (and what
+        each observed since its last decision), so every rank ranks against the same history."""
+        if self.share is None:
+            if ranked is not None:
+                self._remember(ranked)
+            return
+        if not self.config.needs_scores:  # random and all never rank: nothing to share, no collective
+            return
+        parts = self._unshared + ([ranked] if ranked is not None else [])
+        self._unshared = []
+        self._remember(self.share(torch.cat(parts) if parts else torch.empty(0)))
 
     def _remember(self, losses: torch.Tensor) -> None:
         losses = losses[torch.isfinite(losses)].float().cpu()
@@ -240,6 +261,12 @@ class Sifter:
 
     def decide_weighted(self, losses: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(keep-mask, per-sample loss weights or ``None`` for all ones) for a raw batch of ``n`` samples."""
+        mask, weights, ranked = self._decide(losses, n)
+        self._absorb(ranked)
+        return mask, weights
+
+    def _decide(self, losses: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """(mask, weights, the scores ranked, which join the history; None when nothing was ranked)."""
         if losses is not None:
             losses = losses.detach().float().flatten().cpu()
             if losses.numel() != n:
@@ -252,10 +279,10 @@ class Sifter:
         if delayed or annealed or self.config.mode == "all":
             if losses is not None and delayed:
                 self.observe(losses)
-            return torch.ones(n, dtype=torch.bool), None
+            return torch.ones(n, dtype=torch.bool), None, None
         if self.config.mode == "random":
             k, self.carry = algorithm.calibrated_count(n, self.config.target_keep_fraction, self.carry)
-            return algorithm.sample_keep_count(torch.ones(n), k, self.generator), None
+            return algorithm.sample_keep_count(torch.ones(n), k, self.generator), None, None
         if losses is None:
             raise ValueError(f"mode {self.config.mode!r} needs the batch's scores after the delay")
         finite = torch.isfinite(losses)
@@ -286,8 +313,7 @@ class Sifter:
             else:
                 mask = algorithm.sample_keep(prob, self.generator)
         mask |= ~finite
-        self._remember(losses)
-        return mask, weights
+        return mask, weights, losses
 
     # -- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -303,6 +329,7 @@ class Sifter:
             "started_at": self.started_at,
             "gain": self.gain,
             "gain_samples": self.gain_samples,
+            "unshared": [t.clone() for t in self._unshared],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -322,3 +349,4 @@ class Sifter:
         self.started_at = state.get("started_at")
         self.gain = float(state.get("gain", 1.0))
         self.gain_samples = int(state.get("gain_samples", 0))
+        self._unshared = list(state.get("unshared", []))

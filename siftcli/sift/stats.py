@@ -54,6 +54,7 @@ class SiftStats(_KeepFractions):
     sifted_kept_samples: int = 0
     batches: int = 0
     nonfinite: int = 0
+    dropped_to_sync: int = 0  # kept samples dropped at an epoch's end so every rank yields as many batches
     scoring_seconds: float = 0.0
     data_wait_seconds: float = 0.0
     packing_seconds: float = 0.0

@@ -1,0 +1,125 @@
+"""compile: true on CPU (issue #14): eager vs torch.compile, with and without padding lengths to buckets.
+
+One invocation, one seed (a speed measurement; the accuracy column is a sanity check, not a claim), on
+recipes/benchmarks/sst2-minilm.yaml (MiniLM-L6 on 2,000 SST-2 sentences, lengths up to 48) for one epoch:
+
+  eager                  baseline, eager
+  compiled, ragged       baseline, torch.compile, lengths padded to the longest in each batch (pad_to_multiple_of 1)
+  compiled, buckets 16   baseline, torch.compile, lengths padded to multiples of 16 (the default with compile)
+  sifted eager           sifted (the recipe's sift section), eager
+  sifted compiled        sifted, torch.compile (training, scoring and evaluation forwards), buckets 16
+
+Reports training seconds (compilation included: it is on the clock), steady-state seconds per step (from the
+log, after step 20), graphs compiled, compilations, eager fallbacks, and for the sifted arms the scoring cost s.
+Writes the "compile: true on CPU" section of docs/benchmarks.md. Needs ../shared/data (SST-2).
+
+    python scripts/compile_cost.py            # about 15 min on 2 CPU cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmark import _cpu, write_section  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "runs" / "compile-cost"
+ARMS = {
+    "eager": ({"compile": False}, False),
+    "compiled, ragged": ({"compile": True, "pad_to_multiple_of": 1}, False),
+    "compiled, buckets 16": ({"compile": True, "pad_to_multiple_of": 16}, False),
+    "sifted eager": ({"compile": False}, True),
+    "sifted compiled": ({"compile": True, "pad_to_multiple_of": 16}, True),
+}
+
+
+def steady_step_seconds(folder: Path, after: int = 20) -> float | None:
+    """Training seconds per step between step ``after`` and the last logged step (compilation behind it)."""
+    steps = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines() if '"event": "step"' in line]
+    steps = [s for s in steps if s["step"] >= after]
+    if len(steps) < 2:
+        return None
+    return (steps[-1]["train_seconds"] - steps[0]["train_seconds"]) / (steps[-1]["step"] - steps[0]["step"])
+
+
+def run(epochs: float) -> dict[str, dict[str, Any]]:
+    import copy
+
+    import torch._dynamo
+
+    from siftcli.builders import build_workload
+    from siftcli.config import load_recipe
+    from siftcli.runner import run_arm
+
+    base = load_recipe(ROOT / "recipes" / "benchmarks" / "sst2-minilm.yaml", [f"epochs={epochs}", "log_every_steps=5"])
+    workload = build_workload(base)
+    initial = copy.deepcopy(workload.model.state_dict())
+    results = {}
+    for name, (changes, sift) in ARMS.items():
+        torch._dynamo.reset()  # every arm compiles from nothing, as a fresh process would
+        recipe = base.model_copy(update=changes)
+        folder = OUT / name.replace(", ", "-").replace(" ", "-")
+        shutil.rmtree(folder, ignore_errors=True)  # the log is appended to: start clean
+        metrics = run_arm(workload, initial, recipe, folder, name, sift=sift)
+        metrics["steady_step_seconds"] = steady_step_seconds(folder)
+        results[name] = metrics
+        print(f"{name}: {metrics['train_seconds']:.1f} s, compile {metrics.get('compile')}", flush=True)
+    return results
+
+
+def report(results: dict[str, dict[str, Any]], epochs: float, wall: float) -> list[str]:
+    import torch
+
+    eager, sifted_eager = results["eager"], results["sifted eager"]
+    lines = [
+        "## compile: true on CPU (eager vs torch.compile, lengths ragged or in buckets)",
+        "",
+        f"`python scripts/compile_cost.py` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch {torch.__version__}, "
+        f"{time.strftime('%Y-%m-%d')}, {wall / 60:.1f} min): MiniLM-L6 on 2,000 SST-2 sentences (lengths up to 48), "
+        f"{epochs:g} epoch, one seed, one invocation (ratios comparable, absolute seconds not). Training seconds include "
+        "compilation (it is on the clock); steady state is seconds per step after step 20, from the log.",
+        "",
+        "| arm | training s | vs eager | steady s/step | vs eager | graphs / compilations / eager fallbacks | s | accuracy % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in results.items():
+        ref = sifted_eager if name.startswith("sifted") else eager
+        c = m.get("compile") or {}
+        counts = f"{c['graphs']} / {c['compilations']} / {c['eager_fallbacks']}" if c else "—"
+        steady, ref_steady = m.get("steady_step_seconds"), ref.get("steady_step_seconds")
+        s = m.get("scoring_cost")
+        lines.append(
+            f"| {name} | {m['train_seconds']:.1f} | {m['train_seconds'] / ref['train_seconds']:.2f} | "
+            f"{steady:.3f} | {steady / ref_steady:.2f} | {counts} | {'—' if s is None else f'{s:.2f}'} | "
+            f"{100 * m['final']['accuracy']:.2f} |" if steady and ref_steady else
+            f"| {name} | {m['train_seconds']:.1f} | {m['train_seconds'] / ref['train_seconds']:.2f} | — | — | {counts} | — | "
+            f"{100 * m['final']['accuracy']:.2f} |")
+    lines.append("")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=float, default=1.0)
+    parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
+    args = parser.parse_args()
+    os.chdir(ROOT)  # the recipe names ../shared/data relative to the repo root
+    t0 = time.perf_counter()
+    results = run(args.epochs)
+    section = report(results, args.epochs, time.perf_counter() - t0)
+    print("\n".join(section))
+    write_section(Path(args.out), "## compile: true on CPU", section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

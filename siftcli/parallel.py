@@ -1,0 +1,173 @@
+"""One recipe on N processes (``torchrun``): the process group, who writes, and agreeing on everything.
+
+Launched by ``torchrun`` (or ``accelerate launch``, or anything that sets ``WORLD_SIZE``, ``RANK``,
+``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``), siftcli joins the process group those variables
+describe: gloo on CPU, nccl on CUDA, one GPU per process (``LOCAL_RANK``). Without them nothing here
+does anything and a run is one process, as always.
+
+The rules that keep N processes from ever waiting on each other forever:
+
+- Every decision that ends a loop, skips a step or starts a collective is made the same on every rank:
+  taken from values all ranks share (counts, steps), or agreed here (:func:`any_true`, :func:`broadcast`).
+  Wall-clock, signals and non-finite losses are local until agreed.
+- Rank 0 alone writes (run folder, logs, checkpoints, plots, models): :mod:`siftcli.runio` checks
+  :func:`is_main`; what rank 0 decided about files (the run folder's name, an error) is broadcast.
+- A collective that still waits (a rank died outside torchrun's watch) fails after
+  ``SIFTCLI_DIST_TIMEOUT`` seconds (default 600) instead of hanging.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+TIMEOUT_ENV = "SIFTCLI_DIST_TIMEOUT"
+DEFAULT_TIMEOUT_S = 600
+
+
+def launched() -> bool:
+    """Whether a launcher asked for more than one process (``WORLD_SIZE`` > 1)."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
+        return False
+
+
+def active() -> bool:
+    """Whether this process is one of several in an initialised process group."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    import torch.distributed as dist
+
+    return dist.get_rank() if active() else 0
+
+
+def world() -> int:
+    import torch.distributed as dist
+
+    return dist.get_world_size() if active() else 1
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0")) if active() or launched() else 0
+
+
+def is_main() -> bool:
+    """Rank 0 (or the only process): the one that writes and prints."""
+    if active():
+        return rank() == 0
+    return os.environ.get("RANK", "0") == "0" if launched() else True
+
+
+def init(device_type: str) -> bool:
+    """Join the launcher's process group (nccl for ``cuda``, else gloo); False when not launched on several.
+
+    Idempotent: a second call (``compare`` runs several arms) or a group the caller made is kept.
+    """
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    from siftcli.errors import SiftcliError
+
+    if not launched() or (dist.is_available() and dist.is_initialized()):
+        return active()
+    if not dist.is_available():
+        raise SiftcliError("WORLD_SIZE > 1 but this torch build has no torch.distributed; run one process")
+    missing = [v for v in ("RANK", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if missing:
+        raise SiftcliError(f"WORLD_SIZE is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: launch "
+                           "with torchrun (see README, Scale out)")
+    try:
+        timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+    except ValueError:
+        raise SiftcliError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r}: expected seconds, such as 600") from None
+    if device_type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=timeout))
+    return True
+
+
+def _collective_device() -> Any:
+    import torch
+    import torch.distributed as dist
+
+    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def any_true(*flags: bool) -> list[bool]:
+    """Each flag, true on every rank if it is true on any (one all-reduce for all of them)."""
+    if not active():
+        return [bool(f) for f in flags]
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=_collective_device())
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in t.tolist()]
+
+
+def broadcast(obj: T) -> T:
+    """Rank 0's ``obj`` on every rank."""
+    if not active():
+        return obj
+    import torch.distributed as dist
+
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather(obj: T) -> list[T]:
+    """Every rank's ``obj``, in rank order, on every rank."""
+    if not active():
+        return [obj]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * world()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def on_main(fn: Callable[[], T]) -> T:
+    """Run ``fn`` on rank 0 alone and hand its result (or its one-line error) to every rank.
+
+    For what touches files: the run folder's name, a folder check. Every rank raises the same error,
+    so none is left waiting; only rank 0 prints it.
+    """
+    if not active():
+        return fn()
+    from siftcli.errors import SiftcliError
+
+    result: tuple[str, Any] = ("ok", None)
+    if is_main():
+        try:
+            result = ("ok", fn())
+        except SiftcliError as exc:
+            result = ("error", str(exc))
+    kind, value = broadcast(result)
+    if kind == "error":
+        raise SiftcliError(value, main_only=True)
+    return value
+
+
+def barrier() -> None:
+    if active():
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def shutdown() -> None:
+    """Leave the process group (end of a command), so the launcher sees a clean exit."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,84 @@
+"""compile: true on CPU: lengths padded to buckets bound the graphs; the counters see recompilations and eager fallbacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from siftcli import compiling
+from siftcli.builders import PadCollator, build_workload
+from siftcli.config import validate_recipe
+from siftcli.sift.batching import Packer, bucket, trim_padding
+from siftcli.train import train
+from tests.conftest import tiny_recipe_dict
+
+
+def test_bucket_rounds_up_to_the_multiple() -> None:
+    assert [bucket(w, 16) for w in (1, 16, 17, 33)] == [16, 16, 32, 48]
+    assert bucket(7, None) == 7 and bucket(7, 1) == 7
+
+
+def test_collator_and_packer_keep_every_width_on_a_bucket() -> None:
+    collate = PadCollator(pad_id=0, pad_multiple=8, max_width=20)
+    rows = [{"input_ids": [1] * n, "attention_mask": [1] * n, "labels": 0} for n in (3, 5)]
+    assert collate(rows)["input_ids"].shape == (2, 8)
+    long = [{"input_ids": [1] * 19, "attention_mask": [1] * 19, "labels": 0}]
+    assert collate(long)["input_ids"].shape == (1, 20)  # capped at max_length, never past it
+    packer = Packer(batch_size=4, pad_multiple=8)
+    widths = []
+    for n in (2, 11, 4, 6, 9, 3):
+        batch = collate([{"input_ids": [1] * n, "attention_mask": [1] * n, "labels": 0}] * 3)
+        for out in packer.add(batch, torch.tensor([True, False, True])):
+            widths.append(out["input_ids"].shape[1])
+    assert widths and all(w % 8 == 0 for w in widths)
+    short = {"input_ids": torch.ones(2, 16, dtype=torch.long), "attention_mask": torch.cat([torch.ones(2, 3), torch.zeros(2, 13)], 1)}
+    assert trim_padding(short, multiple=8)["input_ids"].shape[1] == 8 and trim_padding(short)["input_ids"].shape[1] == 3
+
+
+@pytest.fixture
+def eager_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch._dynamo
+
+    monkeypatch.setattr(compiling, "BACKEND", "eager")  # dynamo traces and guards as usual, without generating code
+    torch._dynamo.reset()
+
+
+def test_padding_to_buckets_stops_recompilation(eager_backend: None) -> None:
+    net = torch.nn.Sequential(torch.nn.Embedding(50, 8), torch.nn.Linear(8, 2))
+
+    def graphs_for(multiple: int | None) -> dict[str, int]:
+        torch._dynamo.reset()
+        before = compiling.counts()
+        fn = compiling.compile_module(net)
+        for length in (5, 9, 12, 7, 14, 3):
+            fn(torch.zeros(4, bucket(length, multiple), dtype=torch.long))
+        return compiling.since(before)
+
+    ragged, bucketed = graphs_for(None), graphs_for(16)
+    assert ragged["compilations"] >= 2 and ragged["graphs"] >= 2  # a new length: compiled again
+    assert bucketed["graphs"] == 1 and bucketed["compilations"] == 1
+
+
+def test_a_frame_that_cannot_compile_runs_eagerly_and_is_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch._dynamo
+
+    def broken(gm, example_inputs):  # noqa: ANN001, ANN202  (a backend whose compiler is missing)
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(compiling, "BACKEND", broken)
+    torch._dynamo.reset()
+    before = compiling.counts()
+    net = torch.nn.Linear(3, 2)
+    x = torch.randn(2, 3)
+    assert torch.equal(compiling.compile_module(net)(x), net(x))
+    assert compiling.since(before)["eager_fallbacks"] >= 1
+
+
+def test_compiled_training_reports_what_it_compiled(eager_backend: None, tmp_path: Path, text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, compile=True, **{"sift.enabled": False}))
+    assert recipe.pad_multiple == 16
+    out = train(build_workload(recipe), recipe, run_dir=None)
+    assert out["compile"]["graphs"] >= 1 and out["compile"]["pad_to_multiple_of"] == 16
+    assert out["compile"]["eager_fallbacks"] == 0

@@ -1,0 +1,114 @@
+"""torchrun through the real CLI: 2 CPU processes (gloo), sifted and not, interrupted on one rank and resumed.
+
+Every launch runs under a timeout and with ``SIFTCLI_DIST_TIMEOUT`` short, so a deadlock fails the test
+instead of hanging CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from siftcli.cli import app
+from tests.conftest import tiny_recipe_dict
+
+TESTS = Path(__file__).parent
+SIFTCLI = shutil.which("siftcli") or str(Path(sys.executable).parent / "siftcli")
+
+
+def torchrun(*args: str, cwd: Path, stop_at: int | None = None, nproc: int = 2) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+           "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    if stop_at is not None:
+        env["SIFTCLI_TEST_STOP_AT"] = str(stop_at)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--no-python",
+           SIFTCLI, *args]
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired as exc:  # a hang is a failure, never a stuck CI job
+        raise AssertionError(f"torchrun {' '.join(args)} hung (killed after 240 s)\n{exc.stderr}") from None
+
+
+def _recipe(tmp_path: Path, text_csv: Path, **changes) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text("# tiny torchrun test recipe\n" + yaml.safe_dump(tiny_recipe_dict(text_csv, **changes)))
+    return path
+
+
+def _metrics(folder: Path) -> dict:
+    return json.loads((folder / "metrics.json").read_text())
+
+
+def test_sifted_zero_run_interrupted_on_one_rank_resumes_to_the_uninterrupted_weights(tmp_path: Path, text_csv: Path) -> None:
+    # rank 1's losses are 100x smaller (dist_losses.skewed): against the one global ranking it keeps far fewer
+    recipe = str(_recipe(tmp_path, text_csv, loss="dist_losses:skewed", **{"optim.zero": True}))
+    full = torchrun("train", recipe, "-o", "full", "-q", cwd=tmp_path)
+    assert full.returncode == 0, full.stderr[-3000:]
+    m = _metrics(tmp_path / "full")
+    par = m["parallel"]
+    assert par["world_size"] == 2 and par["global_batch"] == 16 and par["zero"] and par["ranks_in_sync"]
+    r0, r1 = par["ranks"]
+    assert r0["optimizer_steps"] == r1["optimizer_steps"] == m["optimizer_steps"]  # equal steps: no rank waited
+    assert r0["kept_fraction"] > r1["kept_fraction"] + 0.15, (r0, r1)
+    assert m["raw_samples"] == r0["raw_samples"] + r1["raw_samples"] == 2 * 60 * 2  # 120 training rows, 2 epochs
+    assert m["samples_trained"] == r0["samples_trained"] + r1["samples_trained"]
+    assert (tmp_path / "full" / "model" / "config.json").exists()
+
+    # SIGTERM reaches rank 1 alone, inside its 5th training step: both ranks stop after that step, together
+    part = torchrun("train", recipe, "-o", "part", "-q", cwd=tmp_path, stop_at=5)
+    assert part.returncode != 0
+    assert part.stderr.count("siftcli: interrupted (SIGTERM)") == 1 and "torchrun, 2 processes" in part.stderr
+    assert _metrics(tmp_path / "part")["status"] == "interrupted" and _metrics(tmp_path / "part")["optimizer_steps"] == 5
+
+    one = subprocess.run([SIFTCLI, "train", recipe, "--resume", "part", "-q"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "PYTHONPATH": str(TESTS)})
+    assert one.returncode == 2 and "checkpointed by 2 processes and this is 1" in one.stderr
+    assert len(one.stderr.strip().splitlines()) == 1
+
+    resumed = torchrun("train", recipe, "--resume", "part", "-q", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    again = _metrics(tmp_path / "part")
+    assert again["status"] == "completed" and again["optimizer_steps"] == m["optimizer_steps"]
+    assert [r["weights_sha1"] for r in again["parallel"]["ranks"]] == [r["weights_sha1"] for r in par["ranks"]]
+    assert again["samples_trained"] == m["samples_trained"]
+    # one run folder each, written by rank 0 alone
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["full", "part"]
+    steps = [json.loads(line)["step"] for line in (tmp_path / "full" / "log.jsonl").read_text().splitlines()
+             if '"event": "step"' in line]
+    assert steps and len(steps) == len(set(steps))  # one writer: no step logged twice
+
+
+def test_compare_under_torchrun_runs_every_arm_in_step(tmp_path: Path, text_csv: Path) -> None:
+    recipe = str(_recipe(tmp_path, text_csv))
+    out = torchrun("compare", recipe, "-o", "cmp", "-q", "--equal-time", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("siftcli compare") == 1  # rank 0 prints, the others do not
+    result = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    assert result["status"] == "completed"
+    for arm in ("baseline", "sifted", "equal-time"):
+        par = _metrics(tmp_path / "cmp" / arm)["parallel"]
+        assert par["world_size"] == 2 and par["ranks_in_sync"], arm
+    baseline = _metrics(tmp_path / "cmp" / "baseline")
+    assert baseline["samples_trained"] == baseline["raw_samples"] == 240 and baseline["keep"] is None
+
+
+def test_sweep_refuses_torchrun_and_a_half_set_environment_is_one_line(tiny_recipe, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    out = CliRunner().invoke(app, ["sweep-beta", str(tiny_recipe()), "--betas", "1"])
+    assert out.exit_code == 2 and "launch it without torchrun" in out.output
+    out = CliRunner().invoke(app, ["train", str(tiny_recipe()), "-q"])
+    assert out.exit_code == 2 and "MASTER_ADDR, MASTER_PORT are not" in out.output
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.setenv("SIFTCLI_DIST_TIMEOUT", "soon")
+    out = CliRunner().invoke(app, ["train", str(tiny_recipe()), "-q"])
+    assert out.exit_code == 2 and "SIFTCLI_DIST_TIMEOUT='soon': expected seconds" in out.output
