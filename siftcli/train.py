@@ -224,6 +224,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     random.seed(recipe.seed)
     started = time.perf_counter()
     model = workload.model.to(device).train()
+    if recipe.compile:  # every run compiles from nothing, as its own process would: each arm's clock carries its own
+        torch._dynamo.reset()
     forward, scorer = _forwards(model, recipe.compile, device)
     loader = build_train_loader(workload, recipe, sift, scorer, device, reference.losses if reference else None)
     eval_data = workload.eval_data
