@@ -112,3 +112,19 @@ def test_sweep_refuses_torchrun_and_a_half_set_environment_is_one_line(tiny_reci
     monkeypatch.setenv("SIFTCLI_DIST_TIMEOUT", "soon")
     out = CliRunner().invoke(app, ["train", str(tiny_recipe()), "-q"])
     assert out.exit_code == 2 and "SIFTCLI_DIST_TIMEOUT='soon': expected seconds" in out.output
+
+
+@pytest.mark.parametrize("mode", ["probabilistic", "infobatch"])
+def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> None:
+    """SiftingTrainer launched on 2 processes: accelerate's sharded loader, sifted, memory scoring, no hang."""
+    env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(TESTS / "dist_hf_trainer.py"), mode]
+    try:
+        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("SiftingTrainer under torchrun hung") from None
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = [json.loads(line.split("RESULT ", 1)[1]) for line in out.stdout.splitlines() if "RESULT " in line]
+    assert len(ranks) == 2
+    assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]
+    assert all(r["raw"] == 96 and 0 < r["kept"] < 96 and r["indices"] for r in ranks)  # 48 rows per rank, 2 epochs

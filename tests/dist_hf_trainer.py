@@ -1,0 +1,29 @@
+"""Run by tests/test_parallel.py under torchrun: SiftingTrainer on 2 processes; prints one JSON line per rank."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from transformers import TrainingArguments  # noqa: E402
+
+from siftcli.integrations.hf import SiftingTrainer  # noqa: E402
+from siftcli.sift import SiftConfig  # noqa: E402
+from tests.test_integrations import _tiny_bert_and_rows  # noqa: E402
+
+model, rows = _tiny_bert_and_rows(96)
+args = TrainingArguments(output_dir=tempfile.mkdtemp(), per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
+                         save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True, ddp_backend="gloo")
+trainer = SiftingTrainer(model=model, args=args, train_dataset=rows,
+                         sift_config=SiftConfig(beta=1.0, sift_delay=2, mode=sys.argv[1], scoring="memory"))
+out = trainer.train()
+stats = trainer.sifting_loader.stats
+weights = hashlib.sha1(b"".join(p.detach().numpy().tobytes() for p in trainer.model.parameters())).hexdigest()
+print("RESULT " + json.dumps({"rank": dist.get_rank(), "steps": out.global_step, "raw": stats.raw_samples, "kept": stats.kept_samples,
+                              "weights": weights, "indices": trainer.sifting_loader.indices.available}), flush=True)
