@@ -24,11 +24,14 @@ TESTS = Path(__file__).parent
 SIFTCLI = shutil.which("siftcli") or str(Path(sys.executable).parent / "siftcli")
 
 
-def torchrun(*args: str, cwd: Path, stop_at: int | None = None, nproc: int = 2) -> subprocess.CompletedProcess:
+def torchrun(*args: str, cwd: Path, stop_at: int | None = None, nan_at: int | None = None,
+             nproc: int = 2) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
            "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
     if stop_at is not None:
         env["SIFTCLI_TEST_STOP_AT"] = str(stop_at)
+    if nan_at is not None:
+        env["SIFTCLI_TEST_NAN_AT"] = str(nan_at)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", "--no-python",
            SIFTCLI, *args]
     try:
@@ -128,3 +131,13 @@ def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> 
     assert len(ranks) == 2
     assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]
     assert all(r["raw"] == 96 and 0 < r["kept"] < 96 and r["indices"] for r in ranks)  # 48 rows per rank, 2 epochs
+
+
+def test_a_nan_loss_on_one_rank_and_a_folder_error_on_rank_0_end_every_rank_with_one_line(tmp_path: Path, text_csv: Path) -> None:
+    recipe = str(_recipe(tmp_path, text_csv, loss="dist_losses:skewed"))
+    nan = torchrun("train", recipe, "-o", "nan", "-q", cwd=tmp_path, nan_at=4)  # rank 1's 4th training loss only
+    assert nan.returncode != 0
+    assert nan.stderr.count("siftcli: error: training loss became nan at step 4") == 1, nan.stderr[-2000:]
+    assert _metrics(tmp_path / "nan")["status"] == "failed" and _metrics(tmp_path / "nan")["optimizer_steps"] == 3
+    taken = torchrun("train", recipe, "-o", "nan", "-q", cwd=tmp_path)  # rank 0 finds a run there; every rank stops
+    assert taken.returncode != 0 and taken.stderr.count("siftcli: error: --output nan: already holds a run") == 1
