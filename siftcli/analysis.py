@@ -148,7 +148,8 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
             "so the honest saving is to train the baseline for fewer steps"
         )
     if pred is not None and pred >= 1.0:
-        parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta or score in bf16")
+        parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta, "
+                     "or use sift.scoring memory (remembered losses need no scoring forward)")
     elif eq is not None and eq > 0.97:
         parts.append(f"the epochs took {eq:.2f}x the baseline's time, so there was little to save")
     if seeds and isinstance(seeds.get("metric_delta"), dict) and seeds["metric_delta"].get("within_noise"):
@@ -259,7 +260,8 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "predicted_ratio": predicted,
         "curve": state.curve,
         "settings": recipe.model_dump(mode="json", exclude={"model", "data"}),
-        "sift": {**(asdict(sift) if is_dataclass(sift) else dict(sift)), "scoring_precision": loader.precision} if sift else None,
+        "sift": {**(asdict(sift) if is_dataclass(sift) else dict(sift)), "scoring_precision": loader.precision,
+                 "scoring_precision_timings": loader.scorer.timings or None} if sift else None,
         "device": str(device),
         "torch": torch.__version__,
     }

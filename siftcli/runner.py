@@ -311,7 +311,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     import torch
 
     from siftcli.builders import make_optimizer, resolve_device, sift_config
-    from siftcli.sift.precision import autocast, scoring_precision
+    from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
 
     if not recipe.sift.enabled:
         return None
@@ -323,7 +323,9 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
-    train_t, score_t = [], []
+    precisions = ("fp32", "bf16") if sp == "auto" else (sp,)  # auto: the scorer will keep the faster, so does this
+    train_t: list[float] = []
+    score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
         t0 = time.perf_counter()
         with autocast(device, recipe.precision):
@@ -331,20 +333,23 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
         loss.backward()
         opt.step()
         opt.zero_grad()
-        t1 = time.perf_counter()
+        trained_at = time.perf_counter()
         model.eval()
-        with torch.inference_mode(), autocast(device, sp):
-            workload.loss_fn(model, batch)
+        for precision in precisions:
+            t1 = time.perf_counter()
+            with torch.inference_mode(), autocast(device, precision):
+                workload.loss_fn(model, batch)
+            if i:  # the first step warms caches
+                score_t[precision].append(time.perf_counter() - t1)
         model.train()
-        t2 = time.perf_counter()
-        if i:  # the first step warms caches
-            train_t.append(t1 - t0)
-            score_t.append(t2 - t1)
-    s = sorted(score_t)[len(score_t) // 2] / sorted(train_t)[len(train_t) // 2]
+        if i:
+            train_t.append(trained_at - t0)
+    s = min(sorted(t)[len(t) // 2] for t in score_t.values()) / sorted(train_t)[len(train_t) // 2]
     a = sift_config(recipe, len(workload.train_data)).target_keep_fraction
     if s + a >= 1.0:
         return (f"pilot: scoring costs {s:.2f} of a training step and beta {recipe.sift.beta} keeps {a:.2f}, "
-                f"so s + a = {s + a:.2f} >= 1: sifting cannot save time here; raise sift.beta or set sift.precision: bf16")
+                f"so s + a = {s + a:.2f} >= 1: sifting cannot save time here; raise sift.beta"
+                + (" or score in bf16 (sift.precision: bf16)" if fast_bf16(device) and "bf16" not in precisions else ""))
     return None
 
 

@@ -1,4 +1,5 @@
-"""Run by tests/test_parallel.py under torchrun: SiftingTrainer on 2 processes; prints one JSON line per rank."""
+"""Run by tests/test_parallel.py under torchrun: SiftingTrainer on 2 processes; writes rank<N>.json in the working
+folder (a file per rank: two ranks printing to one pipe can interleave their lines)."""
 
 from __future__ import annotations
 
@@ -25,5 +26,6 @@ trainer = SiftingTrainer(model=model, args=args, train_dataset=rows,
 out = trainer.train()
 stats = trainer.sifting_loader.stats
 weights = hashlib.sha1(b"".join(p.detach().numpy().tobytes() for p in trainer.model.parameters())).hexdigest()
-print("RESULT " + json.dumps({"rank": dist.get_rank(), "steps": out.global_step, "raw": stats.raw_samples, "kept": stats.kept_samples,
-                              "weights": weights, "indices": trainer.sifting_loader.indices.available}), flush=True)
+Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({
+    "rank": dist.get_rank(), "steps": out.global_step, "raw": stats.raw_samples, "kept": stats.kept_samples, "weights": weights,
+    "indices": trainer.sifting_loader.indices.available}))

@@ -171,8 +171,8 @@ class SiftingDataLoader:
 
     @property
     def precision(self) -> str:
-        """The precision the scoring forward runs in (``auto`` resolved)."""
-        return self.scorer.precision
+        """The precision the scoring forward runs in (``auto`` until the scorer has timed its candidates)."""
+        return "auto" if self.scorer.candidates else self.scorer.precision
 
     # -- contract ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -455,6 +455,7 @@ class SiftingDataLoader:
             "inflight": list(self._inflight),
             "memory": self.memory.state_dict(),
             "stats": self.stats.to_dict(),
+            "scoring_precision": self.precision,  # what auto chose: a resumed run must score the same way
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -474,6 +475,8 @@ class SiftingDataLoader:
         self.memory.load_state_dict(state["memory"])
         self._resume_mid_epoch = self._raw_in_epoch > 0
         self.stats = SiftStats.from_dict(state["stats"])
+        if state.get("scoring_precision", "auto") != "auto":
+            self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()
         self.scorer.seconds = self.stats.scoring_seconds
 
 

@@ -25,7 +25,9 @@ class Scorer:
         model: the model being trained (or any model whose losses rank the samples).
         loss_fn: ``(model, batch) -> Tensor[n]``.
         device: where the scoring forward runs.
-        precision: ``fp32``, ``bf16`` or ``fp16`` autocast for the forward.
+        precision: ``fp32``, ``bf16`` or ``fp16`` autocast for the forward; ``auto``: fp32 and bf16 are timed on
+            the first batch (a warm-up and two timed forwards each, on the clock) and the faster is kept
+            (:attr:`timings` says what was measured).
         reference_losses: ``Tensor[N]`` of a reference model's loss per dataset index; given, scores
             are reducible losses and every batch must come with its dataset indices.
     """
@@ -35,7 +37,9 @@ class Scorer:
         self.model = model
         self.loss_fn = loss_fn
         self.device = device
-        self.precision = precision
+        self.candidates: tuple[str, ...] = ("fp32", "bf16") if precision == "auto" else ()
+        self.precision = "fp32" if precision == "auto" else precision
+        self.timings: dict[str, float] = {}  # auto: seconds of the fastest timed forward per candidate
         self.reference_losses = None if reference_losses is None else torch.as_tensor(reference_losses).float().flatten().cpu()
         self.seconds = 0.0
 
@@ -47,6 +51,8 @@ class Scorer:
         model.eval()
         try:
             batch = batching.to_device(raw, self.device)
+            if self.candidates:
+                self._choose(batch)
             with torch.inference_mode(), autocast(self.device, self.precision):
                 losses = self.loss_fn(model, batch)
             if not isinstance(losses, torch.Tensor):
@@ -59,6 +65,22 @@ class Scorer:
             torch.cuda.synchronize(self.device)
         self.seconds += time.perf_counter() - t0
         return losses
+
+    def _choose(self, batch: Any) -> None:
+        """``auto``: keep the faster of the candidate precisions on this batch (alternating, best of two each)."""
+        best = dict.fromkeys(self.candidates, float("inf"))
+        with torch.inference_mode():
+            for rep in range(3):  # the first round warms up each precision's kernels
+                for precision in self.candidates:
+                    with autocast(self.device, precision):
+                        t0 = time.perf_counter()
+                        self.loss_fn(self.model, batch)
+                        elapsed = time.perf_counter() - t0
+                    if rep:
+                        best[precision] = min(best[precision], elapsed)
+        self.timings = best
+        self.precision = min(best, key=best.get)
+        self.candidates = ()
 
     def scores(self, losses: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
         """What the sifter ranks: the loss, or the loss minus the reference loss of the same samples."""
