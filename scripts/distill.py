@@ -6,6 +6,8 @@ into runs/distill-teacher; reused when it is there), then per seed, from the sam
   distill      the student distilled from the teacher on every sample (the baseline of this comparison)
   sifted       the same with sifting: scored by the student alone, the teacher runs on kept samples only
   equal-time   distillation without sifting, given the sifted run's wall-clock (learning rate fully decayed)
+  random-keep  the sifted run's kept fraction chosen at random (no scoring; the teacher on kept samples only): the
+               value of selection itself
 
 The teacher's forwards are on every arm's clock (phase "teacher"); its fine-tune is a prerequisite of all three and is
 reported beside them. Finally the sifted student of the first seed is saved with save_pretrained, reloaded with
@@ -71,7 +73,7 @@ def main() -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from siftcli.config import load_recipe
     from siftcli.runio import atomic_write_json
-    from siftcli.runner import equal_time_recipe, prepare, run_arm
+    from siftcli.runner import equal_time_recipe, prepare, random_keep_changes, run_arm
 
     started = time.perf_counter()
     teacher_dir = ROOT / "runs" / "distill-teacher"
@@ -89,6 +91,8 @@ def main() -> int:
             identical = reload_identical(workload, folder / "sifted" / "model")
         arms["equal-time"] = run_arm(workload, initial, equal_time_recipe(r, arms["distill"], arms["sifted"]),
                                      folder / "equal-time", "equal-time")
+        arms["random-keep"] = run_arm(workload, initial, r, folder / "random-keep", "random-keep", sift=True,
+                                      **random_keep_changes(arms["sifted"]))  # same kept fraction, no selection
         runs.append({a: {k: m.get(k) for k in ("final", "train_seconds", "samples_teacher", "samples_trained", "raw_samples",
                                                  "phases", "scoring_cost", "samples_scored")} for a, m in arms.items()})
         print(f"  seed {seed}: " + ", ".join(f"{a} {m['final']['accuracy']:.4f} ({m['train_seconds']:.0f} s, "
@@ -126,7 +130,7 @@ def report(result: dict[str, Any], minutes: float) -> list[str]:
         "| arm | train s | time / distill | teacher forwards | teacher s | student accuracy (pts) |",
         "|---|---|---|---|---|---|",
     ]
-    for arm in ("distill", "sifted", "equal-time"):
+    for arm in ("distill", "sifted", "equal-time", "random-keep"):
         lines.append(
             f"| {arm} | {_ms([r[arm]['train_seconds'] for r in runs], '{:.0f}')} | "
             f"{_ms([r[arm]['train_seconds'] / r['distill']['train_seconds'] for r in runs], '{:.2f}')} | "
@@ -134,7 +138,7 @@ def report(result: dict[str, Any], minutes: float) -> list[str]:
             f"{_ms([r[arm]['phases'].get('teacher', 0.0) for r in runs], '{:.0f}')} | "
             f"{_ms([100 * r[arm]['final']['accuracy'] for r in runs], '{:.2f}')} |")
     diffs = {rival: [100 * (r["sifted"]["final"]["accuracy"] - r[rival]["final"]["accuracy"]) for r in runs]
-             for rival in ("distill", "equal-time")}
+             for rival in ("distill", "equal-time", "random-keep")}
     lines.append("")
     for rival, d in diffs.items():
         se = (statistics.stdev(d) / math.sqrt(len(d))) if len(d) > 1 else math.inf
