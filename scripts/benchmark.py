@@ -111,6 +111,12 @@ def _fmt(ms: tuple[float, float] | None, fmt: str = "{:.1f}", pct: bool = False)
     return f"{fmt.format(mean)} ± {fmt.format(std)}"
 
 
+def mean_sd(values: list[float | None], scale: float = 1.0, fmt: str = "{:.2f}") -> str:
+    """``mean ± std`` of the values present (``None`` skipped), times ``scale``; one value alone; none: —."""
+    got = [v * scale for v in values if v is not None]
+    return fmt.format(got[0]) if len(got) == 1 else _fmt(_ms(got), fmt)
+
+
 def report(results: dict[str, dict[str, Any]], argv: list[str], minutes: float) -> list[str]:
     import torch
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, write_section  # noqa: E402
+from benchmark import _cpu, mean_sd, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,12 +106,6 @@ def main() -> int:
     return 0
 
 
-def _ms(values: list[float], fmt: str) -> str:
-    mean = statistics.fmean(values)
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{fmt.format(mean)} ± {fmt.format(std)}"
-
-
 def report(result: dict[str, Any], minutes: float) -> list[str]:
     import torch
 
@@ -132,11 +126,11 @@ def report(result: dict[str, Any], minutes: float) -> list[str]:
     ]
     for arm in ("distill", "sifted", "equal-time", "random-keep"):
         lines.append(
-            f"| {arm} | {_ms([r[arm]['train_seconds'] for r in runs], '{:.0f}')} | "
-            f"{_ms([r[arm]['train_seconds'] / r['distill']['train_seconds'] for r in runs], '{:.2f}')} | "
-            f"{_ms([r[arm]['samples_teacher'] for r in runs], '{:.0f}')} | "
-            f"{_ms([r[arm]['phases'].get('teacher', 0.0) for r in runs], '{:.0f}')} | "
-            f"{_ms([100 * r[arm]['final']['accuracy'] for r in runs], '{:.2f}')} |")
+            f"| {arm} | {mean_sd([r[arm]['train_seconds'] for r in runs], fmt='{:.0f}')} | "
+            f"{mean_sd([r[arm]['train_seconds'] / r['distill']['train_seconds'] for r in runs], fmt='{:.2f}')} | "
+            f"{mean_sd([r[arm]['samples_teacher'] for r in runs], fmt='{:.0f}')} | "
+            f"{mean_sd([r[arm]['phases'].get('teacher', 0.0) for r in runs], fmt='{:.0f}')} | "
+            f"{mean_sd([100 * r[arm]['final']['accuracy'] for r in runs], fmt='{:.2f}')} |")
     diffs = {rival: [100 * (r["sifted"]["final"]["accuracy"] - r[rival]["final"]["accuracy"]) for r in runs]
              for rival in ("distill", "equal-time", "random-keep")}
     lines.append("")

@@ -22,14 +22,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import write_section  # noqa: E402
+from benchmark import mean_sd, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "gpu" / "bert-base-config-sst2.yaml"
@@ -75,14 +74,6 @@ def _arms(folder: Path) -> list[dict[str, dict[str, Any]]]:
             for s in seeds]
 
 
-def _ms(values: list[float | None], scale: float = 1.0, fmt: str = "{:.2f}") -> str:
-    got = [v * scale for v in values if v is not None]
-    if not got:
-        return "—"
-    sd = statistics.stdev(got) if len(got) > 1 else 0.0
-    return f"{fmt.format(statistics.fmean(got))} ± {fmt.format(sd)}" if len(got) > 1 else fmt.format(got[0])
-
-
 def report(out: Path) -> list[str]:
     rows, device = [], "?"
     for kind in ("eager", "compiled"):
@@ -96,15 +87,15 @@ def report(out: Path) -> list[str]:
             ms = [r[arm] for r in runs]
             c = [m.get("compile") or {} for m in ms]
             counts = f"{c[0]['graphs']} / {c[0]['compilations']}" if c[0] else "—"
-            ratio = {"sifted": _ms([p["equal_epoch_ratio"] for p in pairs]),
-                     "equal-time": _ms([m["train_seconds"] / r["baseline"]["train_seconds"] for m, r in zip(ms, runs)])}
+            ratio = {"sifted": mean_sd([p["equal_epoch_ratio"] for p in pairs]),
+                     "equal-time": mean_sd([m["train_seconds"] / r["baseline"]["train_seconds"] for m, r in zip(ms, runs)])}
             rows.append(
-                f"| {kind} | {arm} | {_ms([m['train_seconds'] for m in ms], 1, '{:.1f}')} | {ratio.get(arm, '1')} | "
-                f"{_ms([p['time_to_target_ratio'] for p in pairs]) if arm == 'sifted' else '—'} | "
-                f"{_ms([m.get('scoring_cost') for m in ms]) if arm == 'sifted' else '—'} | "
-                f"{_ms([(m.get('keep') or {}).get('achieved') for m in ms]) if arm == 'sifted' else '1'} | "
-                f"{_ms([m['final'].get('accuracy') for m in ms], 100)} | "
-                f"{_ms([p.get('sifted_minus_equal_time') for p in pairs]) if arm == 'sifted' else '—'} | {counts} |")
+                f"| {kind} | {arm} | {mean_sd([m['train_seconds'] for m in ms], 1, '{:.1f}')} | {ratio.get(arm, '1')} | "
+                f"{mean_sd([p['time_to_target_ratio'] for p in pairs]) if arm == 'sifted' else '—'} | "
+                f"{mean_sd([m.get('scoring_cost') for m in ms]) if arm == 'sifted' else '—'} | "
+                f"{mean_sd([(m.get('keep') or {}).get('achieved') for m in ms]) if arm == 'sifted' else '1'} | "
+                f"{mean_sd([m['final'].get('accuracy') for m in ms], 100)} | "
+                f"{mean_sd([p.get('sifted_minus_equal_time') for p in pairs]) if arm == 'sifted' else '—'} | {counts} |")
         base = [r["baseline"]["train_seconds"] for r in runs]
         rows.append(f"| {kind} | (baseline seconds per run: {', '.join(f'{b:.1f}' for b in base)}) |||||||||")
     return [

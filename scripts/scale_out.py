@@ -19,10 +19,10 @@ wall-clock says what distribution costs, not what more hardware buys.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, write_section  # noqa: E402
+from benchmark import _cpu, mean_sd, write_section  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "scale-out"
@@ -65,14 +65,6 @@ def runs(folder: Path, seeds: int) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _ms(values: list[float], scale: float = 1.0, fmt: str = "{:.2f}") -> str:
-    values = [v * scale for v in values if v is not None]
-    if not values:
-        return "—"
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{fmt.format(statistics.fmean(values))} ± {fmt.format(sd)}"
-
-
 def report(by_procs: dict[int, dict[str, list[dict[str, Any]]]], seeds: int, walls: dict[int, float]) -> list[str]:
     import torch
 
@@ -99,26 +91,26 @@ def report(by_procs: dict[int, dict[str, list[dict[str, Any]]]], seeds: int, wal
             per_rank = "—"
             if procs > 1 and arm == "sifted":
                 ranks = list(zip(*[p["ranks"] for p in par]))
-                per_rank = ", ".join(f"{_ms([r['kept_fraction'] for r in rk], 100, '{:.1f}')}" for rk in ranks)
-            kept = _ms([(m.get("keep") or {}).get("achieved") for m in ms], 100, "{:.1f}") if arm == "sifted" else "100"
+                per_rank = ", ".join(f"{mean_sd([r['kept_fraction'] for r in rk], 100, '{:.1f}')}" for rk in ranks)
+            kept = mean_sd([(m.get("keep") or {}).get("achieved") for m in ms], 100, "{:.1f}") if arm == "sifted" else "100"
             dropped = sum((m.get("keep") or {}).get("dropped_to_sync", 0) or 0 for m in ms) / len(ms)
             in_sync = "yes" if procs > 1 and all(p.get("ranks_in_sync") for p in par) else ("—" if procs == 1 else "NO")
-            acc = _ms([m["final"].get("accuracy") for m in ms], 100)
-            lines.append(f"| {procs} | {arm} | {_ms([m['train_seconds'] for m in ms], 1, '{:.1f}')} | "
+            acc = mean_sd([m["final"].get("accuracy") for m in ms], 100)
+            lines.append(f"| {procs} | {arm} | {mean_sd([m['train_seconds'] for m in ms], 1, '{:.1f}')} | "
                          f"{'/'.join(map(str, steps))} | {per_rank} | {kept} | {dropped:.0f} | {in_sync} | {acc} |")
     lines.append("")
     for procs, arms in sorted(by_procs.items()):
         ratios = [s["train_seconds"] / b["train_seconds"] for b, s in zip(arms["baseline"], arms["sifted"])]
         took = walls.get(procs)
         wall = f"; the whole `compare` took {took / 60:.1f} min" if took is not None and math.isfinite(took) else ""
-        lines.append(f"- {procs} process{'es' if procs > 1 else ''}: sifted / baseline training time {_ms(ratios)}{wall}.")
+        lines.append(f"- {procs} process{'es' if procs > 1 else ''}: sifted / baseline training time {mean_sd(ratios)}{wall}.")
     one, two = by_procs.get(1), by_procs.get(2)
     if one and two:
         for arm in ARMS:
             gap = [(b["final"]["accuracy"] - a["final"]["accuracy"]) * 100 for a, b in zip(one[arm], two[arm])]
             time_ratio = [b["train_seconds"] / a["train_seconds"] for a, b in zip(one[arm], two[arm])]
-            lines.append(f"- {arm}: 2 processes − 1 process accuracy {_ms(gap)} points (paired by seed); "
-                         f"time 2 / 1 processes {_ms(time_ratio)}.")
+            lines.append(f"- {arm}: 2 processes − 1 process accuracy {mean_sd(gap)} points (paired by seed); "
+                         f"time 2 / 1 processes {mean_sd(time_ratio)}.")
     lines += ["", "The no-hang proof is `tests/test_distributed.py` (every sifting mode, one rank keeping far fewer samples "
               "than the other, equal batches and one gathered history on both ranks, under a 120 s deadline) and "
               "`tests/test_parallel.py` (torchrun through the CLI: train, SIGTERM on one rank, resume to identical weights, "
@@ -132,13 +124,17 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="re-read finished runs and rewrite the section")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = parser.parse_args()
-    walls: dict[int, float] = {}
+    saved = OUT / "walls.json"  # each compare's wall-clock, so --report-only can say it too
+    walls: dict[int, float] = {int(k): v for k, v in json.loads(saved.read_text()).items()} if saved.exists() else {}
     by_procs = {}
     for procs in (1, 2):
         folder = OUT / f"{procs}proc"
         if not args.report_only:
-            walls[procs] = launch(procs, args.seeds, folder)
+            took = launch(procs, args.seeds, folder)
+            walls[procs] = took if math.isfinite(took) else walls.get(procs, took)  # a reused folder keeps its time
         by_procs[procs] = runs(folder, args.seeds)
+    if not args.report_only:
+        saved.write_text(json.dumps(walls))
     section = report(by_procs, args.seeds, walls)
     print("\n".join(section))
     write_section(Path(args.out), "## Scale out", section)

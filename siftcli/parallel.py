@@ -19,6 +19,7 @@ The rules that keep N processes from ever waiting on each other forever:
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -36,22 +37,21 @@ def launched() -> bool:
 
 
 def active() -> bool:
-    """Whether this process is one of several in an initialised process group."""
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    """Whether this process is one of several in an initialised process group (never imports torch: without
+    it no group can exist, and a one-line error on bad input should not wait for torch to load)."""
+    return "torch.distributed" in sys.modules and world() > 1
 
 
 def rank() -> int:
-    import torch.distributed as dist
+    from siftcli.sift.distributed import rank
 
-    return dist.get_rank() if active() else 0
+    return rank()
 
 
 def world() -> int:
-    import torch.distributed as dist
+    from siftcli.sift.distributed import world_size
 
-    return dist.get_world_size() if active() else 1
+    return world_size()
 
 
 def local_rank() -> int:
@@ -95,23 +95,11 @@ def init(device_type: str) -> bool:
     return True
 
 
-def _collective_device() -> Any:
-    import torch
-    import torch.distributed as dist
-
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-
-
 def any_true(*flags: bool) -> list[bool]:
     """Each flag, true on every rank if it is true on any (one all-reduce for all of them)."""
-    if not active():
-        return [bool(f) for f in flags]
-    import torch
-    import torch.distributed as dist
+    from siftcli.sift.distributed import any_true
 
-    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=_collective_device())
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return [bool(v) for v in t.tolist()]
+    return any_true(*flags)
 
 
 def broadcast(obj: T) -> T:

@@ -394,12 +394,10 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
     finally:
         model.train(was_training)
     if parallel.active():
-        import torch.distributed as dist
+        from siftcli.sift.distributed import sum_over_ranks
 
-        sums = torch.tensor([total_loss, float(correct), float(count)], dtype=torch.float64,
-                            device=device if dist.get_backend() == "nccl" else "cpu")
-        dist.all_reduce(sums)
-        total_loss, correct, count = sums[0].item(), int(sums[1].item()), int(sums[2].item())
+        total_loss, correct_sum, count_sum = sum_over_ranks([total_loss, float(correct), float(count)], device)
+        correct, count = int(correct_sum), int(count_sum)
     mean_loss = total_loss / max(1, count)
     metric = {"accuracy": correct / max(1, count), "mse": mean_loss, "perplexity": math.exp(min(mean_loss, 50.0))}[kind.metric]
     return {"loss": mean_loss, kind.metric: metric}

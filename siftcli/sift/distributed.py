@@ -63,14 +63,24 @@ def agree_min(n: int, device: torch.device | None = None) -> int:
     return int(t.item())
 
 
-def any_rank(flag: bool, device: torch.device | None = None) -> bool:
-    """True on every rank if ``flag`` is true on any."""
+def any_true(*flags: bool, device: torch.device | None = None) -> list[bool]:
+    """Each flag, true on every rank if it is true on any (one all-reduce for all of them)."""
     if world_size() < 2:
-        return flag
+        return [bool(f) for f in flags]
     dist = torch.distributed
-    t = torch.tensor([1 if flag else 0], dtype=torch.long, device=_where(device))
+    t = torch.tensor([1 if f else 0 for f in flags], dtype=torch.long, device=_where(device))
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item())
+    return [bool(v) for v in t.tolist()]
+
+
+def sum_over_ranks(values: list[float], device: torch.device | None = None) -> list[float]:
+    """Each value summed over every rank (float64)."""
+    if world_size() < 2:
+        return list(values)
+    dist = torch.distributed
+    t = torch.tensor(values, dtype=torch.float64, device=_where(device))
+    dist.all_reduce(t)
+    return t.tolist()
 
 
 def check_same(n: int, what: str, device: torch.device | None = None) -> None:

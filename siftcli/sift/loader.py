@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from siftcli.sift import batching
-from siftcli.sift.distributed import agree_min, any_rank, check_same, gather_values, rank, world_size
+from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
 from siftcli.sift.indices import IndexTracker
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.memory import LossMemory
@@ -257,7 +257,7 @@ class SiftingDataLoader:
             if self.config.scoring == "memory":  # a sample is scored about once per memory_max_age + 1 epochs
                 s /= 1 + (self.config.memory_max_age if self.config.memory_max_age is not None else 9)
             started = self.sifter.maybe_start(s)
-            if world_size() > 1 and any_rank(started, self.device) and self.sifter.started_at is None:
+            if world_size() > 1 and any_true(started, device=self.device)[0] and self.sifter.started_at is None:
                 self.sifter.started_at = self.sifter.steps  # every rank starts at the same raw batch
         return self.sifter.keeps_all
 
