@@ -29,3 +29,5 @@ weights = hashlib.sha1(b"".join(p.detach().numpy().tobytes() for p in trainer.mo
 Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({
     "rank": dist.get_rank(), "steps": out.global_step, "raw": stats.raw_samples, "kept": stats.kept_samples, "weights": weights,
     "indices": trainer.sifting_loader.indices.available}))
+dist.barrier()
+dist.destroy_process_group()  # leave the group before exit: a gloo thread alive at interpreter shutdown can abort
