@@ -41,21 +41,24 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def compare_pair(baseline: dict[str, Any], sifted: dict[str, Any], drop_points: float = 0.5,
-                 equal_time: dict[str, Any] | None = None, random_keep: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Everything the compare table shows, for one seed.
+def compare_pair(runs: dict[str, dict[str, Any]], drop_points: float = 0.5, subject: str = "sifted",
+                 reference: str = "baseline") -> dict[str, Any]:
+    """Everything the compare table shows for one seed: ``subject`` (the sifted arm) against ``reference`` (the
+    full baseline) on time, and against every other arm that ran (``vs``) on the final metric.
 
-    Sifted minus equal-time is the value of the *trade* (fewer samples for the same time); sifted
-    minus random-keep (same kept fraction, chosen uniformly) is the value of *selection* itself.
+    Sifted minus equal-time is the value of the *trade* (fewer samples for the same time); sifted minus random-keep
+    (same kept fraction, chosen uniformly) is the value of *selection* itself; sifted minus static-filter, the value
+    of deciding online rather than once before training.
     """
+    baseline, sifted = runs[reference], runs[subject]
+    m = metric_info(baseline["metric"])
     target = target_for(baseline, drop_points)
     b_tta, s_tta = time_to_target(baseline, target), time_to_target(sifted, target)
     b_val, s_val = metric_value(baseline), metric_value(sifted)
-    scale = 100.0 if baseline["metric"] == "accuracy" else 1.0
-    delta = (s_val - b_val) * scale if b_val is not None and s_val is not None else None
     out = {
         "metric": baseline["metric"],
         "higher_is_better": baseline["higher_is_better"],
+        "subject": subject,
         "target": target,
         "target_drop": drop_points,
         "baseline_time_to_target": b_tta,
@@ -63,24 +66,19 @@ def compare_pair(baseline: dict[str, Any], sifted: dict[str, Any], drop_points: 
         "time_to_target_ratio": _ratio(s_tta, b_tta),
         "baseline_target_fraction_of_run": _ratio(b_tta, baseline["train_seconds"]),
         "equal_epoch_ratio": _ratio(sifted["train_seconds"], baseline["train_seconds"]),
+        "paid_ratio": _ratio(paid_seconds(sifted), baseline["train_seconds"]),
         "total_ratio": _ratio(sifted["total_seconds"], baseline["total_seconds"]),
         "speedup": _ratio(baseline["train_seconds"], sifted["train_seconds"]),
-        "metric_delta": delta,
+        "metric_delta": _diff(s_val, b_val, m),
         "predicted_ratio": sifted.get("predicted_ratio"),
         "scoring_cost": sifted.get("scoring_cost"),
         "achieved_keep": (sifted.get("keep") or {}).get("achieved"),
         "target_keep": (sifted.get("keep") or {}).get("target"),
+        "vs": {arm: {"metric": metric_value(run), "seconds": run["train_seconds"],
+                     "paid_ratio": _ratio(paid_seconds(run), baseline["train_seconds"]),
+                     "diff": _diff(s_val, metric_value(run), m)}
+               for arm, run in runs.items() if arm != subject},
     }
-    if equal_time is not None:
-        e_val = metric_value(equal_time)
-        out["equal_time_metric"] = e_val
-        out["equal_time_seconds"] = equal_time["train_seconds"]
-        out["sifted_minus_equal_time"] = (s_val - e_val) * scale if e_val is not None and s_val is not None else None
-    if random_keep is not None:
-        r_val = metric_value(random_keep)
-        out["random_keep_metric"] = r_val
-        out["random_keep_seconds"] = random_keep["train_seconds"]
-        out["sifted_minus_random"] = (s_val - r_val) * scale if r_val is not None and s_val is not None else None
     noise = sifted.get("label_noise") or {}
     if noise.get("kept_share_after_delay") is not None:
         out["noisy_share_kept"] = noise["kept_share_after_delay"]
@@ -88,81 +86,151 @@ def compare_pair(baseline: dict[str, Any], sifted: dict[str, Any], drop_points: 
     return out
 
 
+def metric_info(name: str) -> Any:
+    from siftcli.tasks import metric
+
+    return metric(name)
+
+
+def _diff(a: float | None, b: float | None, m: Any) -> float | None:
+    """``a - b`` in the metric's reporting unit, signed so that positive means ``a`` is better."""
+    if a is None or b is None:
+        return None
+    return (a - b) * m.scale * (1 if m.higher_is_better else -1)
+
+
+def paid_seconds(run: dict[str, Any]) -> float:
+    """A run's training clock with its reference paid in full, also where this run found it cached (amortised)."""
+    ref = run.get("reference") or {}
+    return run["train_seconds"] - float(ref.get("paid_seconds") or 0.0) + float(ref.get("build_seconds") or 0.0)
+
+
+# Two-sided 95% Student-t quantiles by degrees of freedom (beyond the table: the next lower row's, conservative).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+#: An accuracy claim needs at least this many seeds (each its own initial weights and split).
+MIN_SEEDS = 5
+
+
+def t975(df: int) -> float:
+    return _T975[max(k for k in _T975 if k <= df)] if df >= 1 else math.inf
+
+
+def paired(values: list[float]) -> dict[str, Any]:
+    """Mean and standard error of per-seed paired differences, and what they allow us to say.
+
+    ``beats``/``loses`` only when the 95% Student-t interval excludes zero *and* the mean is beyond two standard
+    errors; fewer than :data:`MIN_SEEDS` seeds, or no spread at all, is ``too few seeds`` whatever the mean.
+    """
+    n = len(values)
+    mean = statistics.fmean(values) if values else math.nan
+    sd = statistics.stdev(values) if n > 1 else 0.0
+    se = sd / math.sqrt(n) if n > 1 else math.nan
+    half = t975(n - 1) * se if n > 1 else math.inf
+    if n < MIN_SEEDS or sd == 0:
+        status = "too few seeds"
+    elif mean - half > 0 and mean > 2 * se:
+        status = "beats"
+    elif mean + half < 0 and -mean > 2 * se:
+        status = "loses"
+    else:
+        status = "within noise"
+    return {"mean": mean, "std": sd, "se": se, "n": n, "values": values, "ci95": [mean - half, mean + half],
+            "status": status, "beats": status == "beats", "within_noise": status == "within noise"}
+
+
 def summarise_seeds(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Mean and spread of each number over seeds; a difference inside 2 standard errors is noise."""
-    keys = ["time_to_target_ratio", "equal_epoch_ratio", "metric_delta", "speedup", "achieved_keep", "sifted_minus_equal_time",
-            "sifted_minus_random", "noisy_share_kept"]
+    """Mean and spread of each ratio over seeds; paired statistics (:func:`paired`) of every difference."""
     out: dict[str, Any] = {"seeds": len(pairs)}
-    for key in keys:
+    for key in ("time_to_target_ratio", "equal_epoch_ratio", "paid_ratio", "speedup", "achieved_keep", "noisy_share_kept"):
         values = [p[key] for p in pairs if p.get(key) is not None]
-        if not values:
-            continue
-        mean = statistics.fmean(values)
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        out[key] = {"mean": mean, "std": sd, "n": len(values), "values": values}
-    for key in ("metric_delta", "sifted_minus_equal_time", "sifted_minus_random"):
-        delta = out.get(key)
-        if delta and delta["n"] > 1:
-            se = delta["std"] / math.sqrt(delta["n"])
-            delta["within_noise"] = abs(delta["mean"]) <= 2 * se
-            delta["beats"] = delta["mean"] > 2 * se  # ahead by more than two standard errors
+        if values:
+            out[key] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                        "n": len(values), "values": values}
+    deltas = [p["metric_delta"] for p in pairs if p.get("metric_delta") is not None]
+    if deltas:
+        out["metric_delta"] = paired(deltas)
+    out["vs"] = {}
+    for arm in pairs[0].get("vs", {}):
+        diffs = [p["vs"][arm]["diff"] for p in pairs if (p.get("vs", {}).get(arm) or {}).get("diff") is not None]
+        if diffs:
+            out["vs"][arm] = paired(diffs)
     return out
 
 
 def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, Any] | None = None) -> str:
-    """Plain sentences a user can act on: first against the honest opponents (a baseline given the same time,
-    random keep at the same rate) where they ran, then time-to-target; says "train less" when that is the answer."""
+    """Plain sentences a user can act on: first against the honest opponents that ran (a baseline given the same
+    time, random keep at the same rate, a static filter), then time-to-target; says what to do instead where
+    sifting did not win."""
     ratio = pair.get("time_to_target_ratio")
     eq = pair.get("equal_epoch_ratio")
-    delta = pair.get("metric_delta")
     pred = pair.get("predicted_ratio")
-    unit = " points" if pair["metric"] == "accuracy" else ""
+    m = metric_info(pair["metric"])
     parts: list[str] = []
-    eqt, rnd = pair.get("sifted_minus_equal_time"), pair.get("sifted_minus_random")
-    won_trade = _beats(eqt, (seeds or {}).get("sifted_minus_equal_time"))
-    if eqt is not None:
-        parts.append(f"Sifting beat a baseline given the same time ({eqt:+.2f}{unit})" if won_trade else
-                     f"Train less: the equal-time baseline matched or beat the sifted run ({-eqt:+.2f}{unit})")
-    if rnd is not None:
-        won = _beats(rnd, (seeds or {}).get("sifted_minus_random"))
-        parts.append(f"selection {'beat' if won else 'did not beat'} keeping the same fraction at random ({rnd:+.2f}{unit})")
+    over = (seeds or {}).get("vs", {})
+    outcomes = {arm: _outcome(v.get("diff"), over.get(arm), m.unit) for arm, v in pair.get("vs", {}).items() if arm != "baseline"}
+    for arm, (status, text) in outcomes.items():
+        parts.append(f"against {OPPONENT_NAMES.get(arm, arm)}: {status} ({text})")
+    lost = [arm for arm, (status, _) in outcomes.items() if status in ("lost", "matched or beat it")]
+    if lost:
+        parts.insert(0, _instead(lost[0]))
     reached = (seeds or {}).get("time_to_target_ratio") or {}
     if seeds and reached and reached["n"] < seeds["seeds"]:  # some seeds got there, some never did
-        parts.append(
-            f"Sifting reached the target in only {reached['n']} of {seeds['seeds']} seeds (time-to-target ratio "
-            f"{reached['mean']:.2f} where it did) — not a reliable saving here"
-        )
+        parts.append(f"sifting reached the target in only {reached['n']} of {seeds['seeds']} seeds (time-to-target ratio "
+                     f"{reached['mean']:.2f} where it did): not a reliable saving here")
     elif pair.get("sifted_time_to_target") is None:
-        parts.append(f"Sifting never reached the target ({_fmt(pair.get('target'))}) — it did not pay here")
+        parts.append(f"sifting never reached the target ({_fmt(pair.get('target'))}): it did not pay here")
     elif ratio is not None and ratio <= 0.95:
-        parts.append(f"Sifting reached the target in {ratio:.2f}x the baseline's time to it")
-        if delta is not None:
-            parts.append(f"and ended {delta:+.2f}{unit} from the baseline")
-    elif won_trade and delta is not None and delta > 0:
-        parts.append(f"it ended {delta:+.2f}{unit} above the full baseline, which reached its own final value at "
-                     f"{_fmt(pair.get('baseline_target_fraction_of_run'))} of its run and did not improve after")
+        parts.append(f"sifting reached the target in {ratio:.2f}x the baseline's time to it")
     else:
-        parts.append(
-            f"Sifting did not reach the target sooner (time-to-target ratio {_fmt(ratio)}); "
-            f"the baseline itself got there at {_fmt(pair.get('baseline_target_fraction_of_run'))} of its run, "
-            "so the honest saving is to train the baseline for fewer steps"
-        )
+        parts.append(f"sifting did not reach the target sooner (time-to-target ratio {_fmt(ratio)}); the baseline got there "
+                     f"at {_fmt(pair.get('baseline_target_fraction_of_run'))} of its run")
     if pred is not None and pred >= 1.0:
         parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta, "
                      "or use sift.scoring memory (remembered losses need no scoring forward)")
     elif eq is not None and eq > 0.97:
         parts.append(f"the epochs took {eq:.2f}x the baseline's time, so there was little to save")
-    if seeds and isinstance(seeds.get("metric_delta"), dict) and seeds["metric_delta"].get("within_noise"):
-        parts.append(f"over {seeds['seeds']} seeds the accuracy difference is within the noise")
-    parts.append(_next_step(pair, sift))
-    return "; ".join(parts) + "."
+    delta = (seeds or {}).get("metric_delta")
+    if isinstance(delta, dict):
+        parts.append(f"against the full baseline over {delta['n']} seeds: {_STATUS_WORDS[delta['status']]} "
+                     f"({delta['mean']:+.2f}{m.unit} ± {_se(delta)})")
+    elif pair.get("metric_delta") is not None:
+        parts.append(f"it ended {pair['metric_delta']:+.2f}{m.unit} from the full baseline (one seed)")
+    if not lost:
+        parts.append(_next_step(pair, sift))
+    text = "; ".join(parts) + "."
+    return text[0].upper() + text[1:]
 
 
-def _beats(single: float | None, over_seeds: dict[str, Any] | None) -> bool:
-    """Ahead by more than two standard errors over seeds; with one seed, ahead by more than 0.25."""
+#: How the verdict names each opponent.
+OPPONENT_NAMES = {"equal-time": "a baseline given the same time", "random-keep": "keeping the same fraction at random",
+                  "static-filter": "the same fraction chosen once by the reference (static filter)"}
+_STATUS_WORDS = {"beats": "ahead beyond two paired standard errors", "loses": "behind beyond two paired standard errors",
+                 "within noise": "within the noise", "too few seeds": f"too few seeds to tell (needs {MIN_SEEDS}, with spread)"}
+
+
+def _se(stat: dict[str, Any]) -> str:
+    return "n/a" if not math.isfinite(stat.get("se", math.nan)) else f"{stat['se']:.2f} SE"
+
+
+def _outcome(single: float | None, over_seeds: dict[str, Any] | None, unit: str) -> tuple[str, str]:
+    """``(word, numbers)`` for one opponent: from the paired statistics over seeds, or from one seed (never "beat")."""
     if isinstance(over_seeds, dict) and over_seeds.get("n", 0) > 1:
-        return bool(over_seeds.get("beats"))
-    return single is not None and single > 0.25
+        word = {"beats": "beat it", "loses": "lost", "within noise": "within noise",
+                "too few seeds": "too few seeds to tell"}[over_seeds["status"]]
+        return word, f"{over_seeds['mean']:+.2f}{unit} ± {_se(over_seeds)} over {over_seeds['n']} seeds"
+    if single is None:
+        return "no value", "n/a"
+    word = "matched or beat it" if single <= 0 else "ahead on one seed, too few seeds to tell"
+    return word, f"{single:+.2f}{unit}"
+
+
+def _instead(arm: str) -> str:
+    """What to do instead of sifting, from the opponent that matched or beat it."""
+    return {"equal-time": "Train less: a baseline given the sifted run's time did as well",
+            "random-keep": "Selection did not pay: keeping the same fraction at random did as well; train on a random subset",
+            "static-filter": "Filter once instead: the static filter (siftcli filter writes the kept subset) did as well",
+            }.get(arm, f"{arm} did as well as sifting")
 
 
 def _next_step(pair: dict[str, Any], sift: dict[str, Any] | None) -> str:
@@ -174,7 +242,7 @@ def _next_step(pair: dict[str, Any], sift: dict[str, Any] | None) -> str:
     if pair.get("sifted_time_to_target") is None:
         return f"next: try beta {beta / 2:g} or a longer sift_delay"
     if ratio is not None and ratio <= 0.95:
-        return f"next: try beta {beta * 2:g} for a bigger saving, and --seeds 3 --equal-time to confirm"
+        return f"next: try beta {beta * 2:g} for a bigger saving, and --seeds 5 to confirm"
     return "next: a shorter sift_delay (sifting cannot speed up the part of the run it does not sift) or sift.mode calibrated"
 
 
@@ -227,6 +295,14 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
                  "kept_share": state.noisy_kept / st.kept_samples if st.kept_samples else None,
                  "kept_share_after_delay": (state.noisy_kept_after_delay / st.sifted_kept_samples
                                             if st.sifted_kept_samples and sift is not None else None)}
+    groups = None
+    if getattr(workload, "groups", None) is not None:  # which part of a mixed pool the kept samples came from
+        sizes = torch.bincount(workload.groups, minlength=len(workload.group_names)).tolist()
+        kept = (state.group_kept + [0] * len(sizes))[: len(sizes)]
+        total = sum(kept)
+        groups = {name: {"samples": n, "kept": k, "share_of_kept": k / total if total else None,
+                         "share_of_data": n / max(1, sum(sizes))}
+                  for name, n, k in zip(workload.group_names, sizes, kept)}
     predicted = None
     if sift is not None and raw and math.isfinite(s_cost):
         predicted = (scored / raw) * s_cost + achieved
@@ -255,6 +331,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
                      "lr": recipe.optim.lr, "optimizer_steps": state.step, "zero": bool(recipe.optim.zero and world > 1)},
         "keep": keep,
         "label_noise": noise,
+        "groups": groups,
         "phases": phases,
         "scoring_cost": s_cost,
         "predicted_ratio": predicted,

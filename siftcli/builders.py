@@ -20,11 +20,11 @@ from torch.utils.data import DataLoader, Sampler
 
 from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
-from siftcli.sift.batching import bucket
+from siftcli.rows import ImageCollator, PadCollator, flip_labels, groups_of, holdout_split, split_off, tokenize
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import HFLoss, PerSampleLoss
 from siftcli.sift.sifter import SiftConfig
-from siftcli.tasks import TASKS
+from siftcli.tasks import TASKS, metric
 
 
 @dataclass
@@ -44,61 +44,20 @@ class Workload:
     noisy: torch.Tensor | None = None  # bool per training sample: label flipped by data.label_noise
     processor: Any = None  # the tokenizer or image processor, saved beside the trained model
     teacher: torch.nn.Module | None = None  # distill.teacher, frozen
+    groups: torch.Tensor | None = None  # per training sample: index into group_names (data.group_column)
+    group_names: list[str] | None = None
+    holdout_data: list[dict[str, Any]] | None = None  # sift.reference holdout rows: no arm trains on them
+
+    def subset(self, indices: list[int]) -> Workload:
+        """The same workload on a subset of its training samples (a static filter, a ceiling): per-sample marks follow."""
+        pick = torch.tensor(indices, dtype=torch.long)
+        return dataclasses.replace(self, train_data=[self.train_data[i] for i in indices],
+                                   noisy=None if self.noisy is None else self.noisy[pick],
+                                   groups=None if self.groups is None else self.groups[pick])
 
     @property
     def higher_is_better(self) -> bool:
-        return self.metric == "accuracy"
-
-
-class PadCollator:
-    """Pads token lists to the longest in the batch (rounded up to a multiple of ``pad_multiple``, for a compiled
-    model: see :func:`~siftcli.sift.batching.bucket`): cheap, and the sifter re-pads the same way."""
-
-    def __init__(self, pad_id: int, padding_side: str = "right", label_dtype: torch.dtype = torch.long,
-                 pad_multiple: int | None = None, max_width: int | None = None) -> None:
-        self.pad_id = pad_id
-        self.pad_multiple = pad_multiple
-        self.max_width = max_width  # buckets stop at the tokenizer's max_length
-        self.padding_side = padding_side
-        self.label_dtype = label_dtype
-
-    def _pad(self, seqs: list[list[int]], value: int) -> torch.Tensor:
-        longest = max(len(s) for s in seqs)
-        width = bucket(longest, self.pad_multiple)
-        if self.max_width is not None:
-            width = max(longest, min(width, self.max_width))
-        out = torch.full((len(seqs), width), value, dtype=torch.long)
-        for i, s in enumerate(seqs):
-            if self.padding_side == "right":
-                out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-            else:
-                out[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        return out
-
-    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        batch = {"input_ids": self._pad([r["input_ids"] for r in rows], self.pad_id)}
-        batch["attention_mask"] = self._pad([r["attention_mask"] for r in rows], 0)
-        if "token_type_ids" in rows[0]:
-            batch["token_type_ids"] = self._pad([r["token_type_ids"] for r in rows], 0)
-        first = rows[0]["labels"]
-        if isinstance(first, list):  # causal LM: token labels, padded with -100
-            batch["labels"] = self._pad([r["labels"] for r in rows], -100)
-        else:
-            batch["labels"] = torch.tensor([r["labels"] for r in rows], dtype=self.label_dtype)
-        return batch
-
-
-class ImageCollator:
-    """Runs the image processor per batch, so images are decoded only when used."""
-
-    def __init__(self, processor: Any, image_column: str) -> None:
-        self.processor = processor
-        self.image_column = image_column
-
-    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        images = [r[self.image_column].convert("RGB") for r in rows]
-        pixels = self.processor(images=images, return_tensors="pt")["pixel_values"]
-        return {"pixel_values": pixels, "labels": torch.tensor([r["labels"] for r in rows], dtype=torch.long)}
+        return metric(self.metric).higher_is_better
 
 
 def import_loss(spec: str) -> PerSampleLoss:
@@ -144,7 +103,10 @@ def build_workload(recipe: Recipe) -> Workload:
     num_labels = len(splits.label_names) if splits.label_names else None
     pad_values: dict[str, float] = {}
     padding_side = "right"
+    holdout_rows: list[dict[str, Any]] | None = None
     if TASKS[recipe.task].inputs == "image":
+        if recipe.sift.reference.holdout_source:
+            raise SiftcliError("sift.reference.holdout_source: image data takes holdout_fraction (a file of images is not read)")
         processor = load_image_processor(m.tokenizer or (None if m.source.startswith("config:") else m.source))
         col = splits.input_column
         train_rows = [{col: r[col], "labels": r["label"]} for r in splits.train]
@@ -157,13 +119,22 @@ def build_workload(recipe: Recipe) -> Workload:
         tokenizer = processor = load_tokenizer(tok_source)
         padding_side = tokenizer.padding_side
         pad_values["input_ids"] = tokenizer.pad_token_id or 0
-        train_rows = _tokenize(splits.train, tokenizer, recipe, splits.input_column)
-        eval_rows = _tokenize(splits.eval, tokenizer, recipe, splits.input_column)
+        train_rows = tokenize(splits.train, tokenizer, recipe, splits.input_column)
+        eval_rows = tokenize(splits.eval, tokenizer, recipe, splits.input_column)
+        if recipe.sift.reference.holdout_source:
+            holdout = holdout_split(recipe, splits.label_names)
+            holdout_rows = tokenize(holdout, tokenizer, recipe, splits.input_column)
         if m.source.startswith("config:") and "vocab_size" not in m.config_overrides:
             m = m.model_copy(update={"config_overrides": {**m.config_overrides, "vocab_size": len(tokenizer)}})
         label_dtype = torch.float32 if TASKS[recipe.task].labels == "float" else torch.long
         collate = PadCollator(pad_values["input_ids"], padding_side, label_dtype, recipe.pad_multiple, recipe.max_length)
-    noisy = _flip_labels(train_rows, len(splits.label_names or []), recipe.data.label_noise, recipe.seed)
+    groups, group_names = groups_of(splits.train, recipe)
+    if recipe.sift.reference.holdout_fraction:  # held out before any label is flipped: a clean sample of the data
+        keep, held = split_off(len(train_rows), recipe.sift.reference.holdout_fraction, recipe.seed)
+        holdout_rows = [train_rows[i] for i in held]
+        train_rows = [train_rows[i] for i in keep]
+        groups = None if groups is None else groups[torch.tensor(keep, dtype=torch.long)]
+    noisy = flip_labels(train_rows, len(splits.label_names or []), recipe.data.label_noise, recipe.seed)
     torch.manual_seed(recipe.seed)  # random-init weights (config: models, new heads) follow the recipe's seed
     model = build_model(
         recipe.task, m.source, num_labels=num_labels, from_scratch=m.from_scratch,
@@ -184,7 +155,10 @@ def build_workload(recipe: Recipe) -> Workload:
         task=recipe.task, model=model, train_data=train_rows, eval_data=eval_rows, collate=collate,
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
         pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
+        groups=groups, group_names=group_names, holdout_data=holdout_rows,
     )
+
+
 
 
 def _check_fits(model: torch.nn.Module, recipe: Recipe, vocab: int) -> None:
@@ -198,41 +172,6 @@ def _check_fits(model: torch.nn.Module, recipe: Recipe, vocab: int) -> None:
     if size and vocab > size:
         raise SiftcliError(f"model: the tokenizer has {vocab} tokens but the model's vocab_size is {size}; "
                            "use the model's own tokenizer or a larger vocab_size")
-
-
-def _flip_labels(rows: list[dict[str, Any]], n_classes: int, fraction: float, seed: int) -> torch.Tensor | None:
-    """Flip ``fraction`` of the training labels to another class, seeded; returns which were flipped.
-
-    For benchmarks of the label-noise regime: evaluation data is never touched.
-    """
-    if not fraction or n_classes < 2:
-        return None
-    g = torch.Generator().manual_seed(10_007 + seed)
-    n = len(rows)
-    chosen = torch.randperm(n, generator=g)[: int(round(fraction * n))]
-    shift = torch.randint(1, n_classes, (chosen.numel(),), generator=g)
-    for i, k in zip(chosen.tolist(), shift.tolist()):
-        rows[i]["labels"] = (rows[i]["labels"] + k) % n_classes
-    noisy = torch.zeros(n, dtype=torch.bool)
-    noisy[chosen] = True
-    return noisy
-
-
-def _tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[dict[str, Any]]:
-    texts = list(ds[column])
-    if any(not isinstance(t, str) for t in texts):
-        bad = next(t for t in texts if not isinstance(t, str))
-        raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
-    pairs = list(ds[recipe.data.text_pair_column]) if recipe.data.text_pair_column else None
-    enc = tokenizer(texts, pairs, truncation=True, max_length=recipe.max_length)
-    keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
-    rows = []
-    labels = None if TASKS[recipe.task].labels == "tokens" else list(ds["label"])
-    for i in range(len(texts)):
-        row = {k: enc[k][i] for k in keys}
-        row["labels"] = list(enc["input_ids"][i]) if labels is None else labels[i]
-        rows.append(row)
-    return rows
 
 
 # -- run objects: device, optimizer, sifting config, training loader ----------------------------
@@ -348,7 +287,7 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
         raw, model, workload.loss_fn, config, batch_size=recipe.batch_size, device=device,
         precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
         padding_side=workload.padding_side, pad_to_multiple_of=recipe.pad_multiple,
-        reference_losses=reference_losses if config.score == "reducible" else None,
+        reference_losses=reference_losses if config.score in ("reducible", "reference") else None,
         epochs=recipe.epochs,
     )
 

@@ -105,7 +105,9 @@ class _Progress:
             kept = data["trained_samples"] / max(1, data["raw_samples"])
             self.progress.update(self.task, completed=data["step"], info=f"loss {data['loss']:.3f} kept {100 * kept:.0f}%")
         elif kind == "eval" and self.task is not None:
-            metric = next((k for k in ("accuracy", "mse", "perplexity") if k in data), "loss")
+            from siftcli.tasks import METRICS
+
+            metric = next((k for k in METRICS if k in data), "loss")
             self.progress.update(self.task, info=f"epoch {data['epoch'] + 1} {metric} {data[metric]:.4f}")
         elif kind == "end" and self.task is not None:
             self.progress.update(self.task, total=data["optimizer_steps"], completed=data["optimizer_steps"])
@@ -167,13 +169,18 @@ def compare(
     targets: Annotated[Optional[list[str]], typer.Argument(help="A recipe (default: embedded), or two finished run folders.")] = None,
     set_: SetOpt = None,
     output: OutputOpt = None,
-    seeds: Annotated[int, typer.Option("--seeds", help="Repeat both arms over this many seeds.")] = 1,
-    equal_time: Annotated[bool, typer.Option("--equal-time", help="Also train a baseline sized to the sifted run's time.")] = False,
-    random_keep: Annotated[bool, typer.Option(
-        "--random-keep", help="Also train a control that keeps the sifted run's fraction at random (the value of selection).")] = False,
+    seeds: Annotated[int, typer.Option("--seeds", help="Repeat every arm over this many seeds (each its own initial weights); "
+                                                  "5 or more for a claim.")] = 1,
+    arm: Annotated[Optional[list[str]], typer.Option(
+        "--arm", help="Arms to run (repeatable): baseline, sifted, equal-time, random-keep, static-filter, target-only, or "
+                      "sifted:key=value,... (default: the honest opponents; see README).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Baseline and sifted only: no opponents, no verdict on them.")] = False,
+    equal_time: Annotated[bool, typer.Option("--equal-time", help="Alias of --arm equal-time.")] = False,
+    random_keep: Annotated[bool, typer.Option("--random-keep", help="Alias of --arm random-keep.")] = False,
     quiet: QuietOpt = False,
 ) -> None:
-    """Baseline and sifted fine-tunes of one recipe, then what sifting bought against the honest opponents."""
+    """The sifted run against the honest opponents (a baseline given the same time, the same fraction kept at random,
+    a static filter where a reference ranks), then what sifting bought and what to do instead."""
     from siftcli.errors import SiftcliError
     from siftcli.report import compare_view
     from siftcli.runner import compare_run_dirs, run_compare
@@ -185,9 +192,18 @@ def compare(
     if len(targets) > 2:
         raise SiftcliError(f"compare takes a recipe or two run folders, got {len(targets)} arguments")
     cfg = _load(targets[0] if targets else None, set_)
+    arms = list(arm or []) + (["equal-time"] if equal_time else []) + (["random-keep"] if random_keep else [])
+    if arms and quick:
+        raise SiftcliError("--quick runs baseline and sifted only; give it or --arm, not both")
+    if arms:
+        from siftcli.arms import arm_row
+
+        for name in arms:
+            arm_row(name)  # an unknown arm is one line before anything trains
+        arms = ["baseline", "sifted", *[a for a in arms if a not in ("baseline", "sifted")]]
     with _Progress(not quiet) as progress:
-        run_dir, result = run_compare(cfg, output=output, seeds=seeds, equal_time=equal_time, random_keep=random_keep,
-                                     on_event=_events(progress))
+        run_dir, result = run_compare(cfg, output=output, seeds=seeds, arms=arms or None, quick=quick,
+                                      on_event=_events(progress))
     if _main():
         console.print(compare_view(result, str(run_dir)))
 

@@ -63,6 +63,16 @@ class DataSpec(_Strict):
     max_train_samples: int | None = Field(default=None, ge=1)
     max_eval_samples: int | None = Field(default=None, ge=1)
     label_noise: float = Field(default=0.0, ge=0, lt=1, description="fraction of training labels flipped (seeded; for benchmarks)")
+    group_column: str | None = Field(
+        default=None, description="a column naming where each training row came from; runs report each group's share of kept samples")
+    target_group: str | None = Field(
+        default=None, description="the group the evaluation data stands for (needs group_column): the target-only arm trains on it")
+
+    @model_validator(mode="after")
+    def _target_needs_groups(self) -> DataSpec:
+        if self.target_group is not None and self.group_column is None:
+            raise ValueError("target_group needs group_column (the column that names each row's group)")
+        return self
 
 
 class OptimSpec(_Strict):
@@ -85,15 +95,38 @@ class EvalSpec(_Strict):
 
 
 class ReferenceSpec(_Strict):
-    """The reference models behind ``sift.score: reducible``, trained cross-fitted.
+    """The reference model behind ``sift.score: reducible | reference`` and the static filter.
 
-    The training set is split in two; a reference is trained on each half and scores the other, so
-    no sample is scored by a model that trained on it. Its wall-clock is charged to the sifted run.
+    - ``cross-fit``: the training set is split in two; a reference is trained on each half and scores the other,
+      so no sample is scored by a model that trained on it (label noise: no target data needed).
+    - ``holdout``: one reference trained on data the learner never trains on: ``holdout_source`` (a file with the
+      training data's columns, e.g. a small in-domain sample of the target) or ``holdout_fraction`` of the
+      training data (then removed from every arm's training data).
+    - ``model``: a saved model (a folder, hub id or siftcli run folder) that scores as it is, with no training.
+
+    Its losses per training sample are computed once and cached on disk under a key of the data, this section,
+    the model and the seed (``cache``); every arm, seed and sweep trial asking for the same key reuses them, and
+    reports give its cost both paid (in the run that built it) and amortised.
     """
 
-    epochs: float = Field(default=1.0, gt=0, description="epochs over its half (short: it must not memorise noise)")
+    kind: Literal["cross-fit", "holdout", "model"] = "cross-fit"
+    holdout_source: str | None = Field(default=None, description="holdout: a data file with the training data's columns")
+    holdout_fraction: float | None = Field(default=None, gt=0, lt=1, description="holdout: this fraction of the training data")
+    model: str | None = Field(default=None, description="model: the scoring model (folder, hub id, run folder, builtin:minilm)")
+    epochs: float = Field(default=1.0, gt=0, description="epochs of its training (short: it must not memorise noise)")
     lr: float | None = Field(default=None, gt=0, description="default: optim.lr")
     config_overrides: dict[str, Any] = Field(default_factory=dict, description="a smaller reference, for config: models")
+    cache: bool = Field(default=True, description="keep its losses on disk (SIFTCLI_CACHE, default ~/.cache/siftcli) for reuse")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> ReferenceSpec:
+        if self.kind == "holdout" and (self.holdout_source is None) == (self.holdout_fraction is None):
+            raise ValueError("kind holdout needs exactly one of holdout_source (a file) or holdout_fraction")
+        if self.kind != "holdout" and (self.holdout_source is not None or self.holdout_fraction is not None):
+            raise ValueError(f"holdout_source and holdout_fraction go with kind holdout, not {self.kind}")
+        if (self.kind == "model") != (self.model is not None):
+            raise ValueError("kind model needs model (a saved model to score with), and model needs kind model")
+        return self
 
 
 def _finite_number(v: float) -> float:
@@ -114,7 +147,8 @@ class SiftSpec(_Strict):
     sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
     repeat_delay_per_epoch: bool = False
     mode: Literal["probabilistic", "calibrated", "infobatch", "random"] = "probabilistic"
-    score: Literal["loss", "reducible"] = "loss"
+    score: Literal["loss", "reducible", "reference"] = Field(
+        default="loss", description="loss; reducible: loss minus the reference's; reference: the reference's loss alone, low kept")
     keep_fraction: float | None = Field(default=None, gt=0, le=1, description="calibrated/random: kept fraction instead of 1/(1+beta)")
     prune_fraction: float = Field(default=0.5, ge=0, lt=1, description="infobatch: drop rate of below-mean samples")
     anneal_fraction: float = Field(default=0.0, ge=0, lt=1, description="the last fraction of the run keeps everything")
@@ -149,6 +183,10 @@ class DistillSpec(_Strict):
     teacher: str = Field(description="a model source (hub id, folder, builtin:minilm) or a siftcli run folder (its model/)")
     temperature: float = Field(default=2.0, gt=0)
     alpha: float = Field(default=0.5, ge=0, le=1, description="weight of the KL term; 1 - alpha weighs the hard-label loss")
+    cache: bool = Field(default=True, description="keep the teacher's outputs by sample: one teacher forward per sample, "
+                                                  "not per sample per epoch (exact: the inputs do not change between epochs)")
+    cache_top_k: int | None = Field(default=None, ge=1, description="cache the top k outputs and the remaining mass (large outputs)")
+    cache_memory_mb: float = Field(default=1024, gt=0, description="above this the cache lives in a file in the run folder")
 
     _finite = field_validator("temperature")(classmethod(lambda cls, v: _finite_number(v)))
 
@@ -162,7 +200,7 @@ class Recipe(_Strict):
     model: ModelSpec = Field(default_factory=ModelSpec)
     data: DataSpec = Field(default_factory=DataSpec)
     loss: str = "auto"
-    metric: Literal["auto", "accuracy", "mse", "perplexity"] = "auto"
+    metric: str = Field(default="auto", description="auto: the task's metric (siftcli.tasks)")
     max_length: int = Field(default=128, ge=1)
     batch_size: int = Field(default=32, ge=1)
     epochs: float = Field(default=3, gt=0)

@@ -7,6 +7,7 @@ the teacher's forward nor the student's backward.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -17,39 +18,147 @@ import torch.nn.functional as F
 from siftcli.errors import SiftcliError
 
 
-def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor, temperature: float,
+def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor | None, temperature: float,
             alpha: float) -> torch.Tensor:
     """Per-sample ``(1 - alpha) * CE(student, label) + alpha * T^2 * KL(teacher_T || student_T)`` (Hinton et al. 2015;
     the ``T^2`` keeps the soft term's gradients on the hard term's scale as ``T`` changes)."""
-    s, t = student_logits.float(), teacher_logits.float()
-    hard = F.cross_entropy(s, labels.long(), reduction="none")
+    return kd_loss_from_log_probs(student_logits, F.log_softmax(teacher_logits.float() / temperature, dim=-1), labels,
+                                  temperature, alpha)
+
+
+def kd_loss_from_log_probs(student_logits: torch.Tensor, log_p_t: torch.Tensor, labels: torch.Tensor | None,
+                           temperature: float, alpha: float) -> torch.Tensor:
+    """:func:`kd_loss` from the teacher's tempered log-probabilities (what a cache keeps); ``labels`` may be ``None``
+    when ``alpha`` is 1 (distillation from unlabelled data: the teacher's distribution is the only target)."""
+    s = student_logits.float()
     log_p_s = F.log_softmax(s / temperature, dim=-1)
-    log_p_t = F.log_softmax(t / temperature, dim=-1)
     soft = (log_p_t.exp() * (log_p_t - log_p_s)).sum(-1) * temperature**2
+    if alpha >= 1.0 or labels is None:
+        return soft
+    hard = F.cross_entropy(s, labels.long(), reduction="none")
     return (1.0 - alpha) * hard + alpha * soft
+
+
+class TeacherCache:
+    """The teacher's tempered log-probabilities by sample index, filled the first time a sample is trained on.
+
+    The teacher is frozen and in eval mode, so for inputs that do not change between epochs its outputs do not
+    either: one forward per sample instead of one per sample per epoch. ``top_k`` keeps, for a large output space,
+    the k largest log-probabilities and spreads the remaining mass evenly over the other classes (exact for k = all).
+    Held in memory up to ``memory_bytes``, else in a file under ``spill_dir`` (a memory map, so a large cache never
+    has to fit in RAM).
+    """
+
+    def __init__(self, n: int, classes: int, top_k: int | None = None, memory_bytes: float = 1e9,
+                 spill_dir: Path | None = None) -> None:
+        self.n, self.classes = n, classes
+        self.top_k = None if top_k is None or top_k >= classes else int(top_k)
+        width = classes if self.top_k is None else 2 * self.top_k + 1  # values, class ids, the log of the remaining mass
+        self.known = torch.zeros(n, dtype=torch.bool)
+        self.spilled: Path | None = None
+        if n * width * 4 > memory_bytes and spill_dir is not None:
+            import numpy as np
+
+            spill_dir.mkdir(parents=True, exist_ok=True)
+            self.spilled = spill_dir / "teacher_cache.f32"
+            self._map = np.memmap(self.spilled, dtype=np.float32, mode="w+", shape=(n, width))
+            self.table = torch.from_numpy(self._map)
+        else:
+            self.table = torch.zeros(n, width)
+        self.hits = 0
+
+    def lookup(self, indices: torch.Tensor) -> torch.Tensor:
+        return self.known[indices]
+
+    def put(self, indices: torch.Tensor, log_p_t: torch.Tensor) -> None:
+        rows = log_p_t.detach().float().cpu()
+        if self.top_k is not None:
+            values, ids = rows.topk(self.top_k, dim=-1)
+            rest = torch.log1p(-values.exp().sum(-1).clamp(max=1 - 1e-7)).unsqueeze(-1)
+            rows = torch.cat([values, ids.float(), rest], dim=-1)
+        self.table[indices] = rows
+        self.known[indices] = True
+
+    def get(self, indices: torch.Tensor) -> torch.Tensor:
+        rows = self.table[indices].clone()
+        self.hits += int(indices.numel())
+        if self.top_k is None:
+            return rows
+        k = self.top_k
+        values, ids, rest = rows[:, :k], rows[:, k:2 * k].long(), rows[:, 2 * k]
+        spread = rest - math.log(max(1, self.classes - k))  # the remaining mass, evenly over the other classes
+        out = spread.unsqueeze(-1).expand(-1, self.classes).clone()
+        return out.scatter_(1, ids, values)
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.spilled is not None:
+            self._map.flush()
+        return {"known": self.known.clone(), "table": None if self.spilled is not None else self.table.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Keep the saved cache; a spilled cache whose file is gone is rebuilt (the teacher runs again)."""
+        if state.get("table") is not None and state["table"].shape == self.table.shape:
+            self.table.copy_(state["table"])
+            self.known.copy_(state["known"])
+        elif self.spilled is not None and state.get("table") is None:
+            self.known.copy_(state["known"])
 
 
 class DistillLoss:
     """``(model, batch) -> Tensor[n]``: the student's forward, the frozen teacher's forward (counted and timed),
     and :func:`kd_loss`. The teacher is in eval mode, outside the optimizer, under ``inference_mode``."""
 
-    def __init__(self, teacher: torch.nn.Module, temperature: float, alpha: float) -> None:
+    def __init__(self, teacher: torch.nn.Module, temperature: float, alpha: float, cache: TeacherCache | None = None) -> None:
         self.teacher = teacher.eval().requires_grad_(False)
         self.temperature, self.alpha = temperature, alpha
+        self.cache = cache
+        self.indices: torch.Tensor | None = None  # the next batch's sample indices (the loop sets them; the cache needs them)
         self.samples = 0  # teacher forwards, in samples
         self.seconds = 0.0
 
     def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         inputs = {k: v for k, v in batch.items() if k != "labels" and isinstance(v, torch.Tensor)}
         student = model(**inputs).logits
+        indices, self.indices = self.indices, None
+        n = student.shape[0]
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            teacher = self.teacher(**inputs).logits
-        if teacher.device.type == "cuda":
-            torch.cuda.synchronize(teacher.device)
+        if self.cache is not None and indices is not None and indices.numel() == n:
+            log_p_t = torch.empty(n, student.shape[-1])
+            known = self.cache.lookup(indices)
+            if bool(known.any()):
+                log_p_t[known] = self.cache.get(indices[known])
+            todo = (~known).nonzero().flatten()
+            if todo.numel():
+                fresh = self._teacher(_rows(inputs, todo, n))
+                self.cache.put(indices[todo], fresh)
+                log_p_t[todo] = fresh.cpu()
+            log_p_t = log_p_t.to(student.device)
+        else:
+            todo = torch.arange(n)
+            log_p_t = self._teacher(inputs)
         self.seconds += time.perf_counter() - t0
-        self.samples += int(batch["labels"].shape[0])
-        return kd_loss(student, teacher.clone(), batch["labels"], self.temperature, self.alpha)
+        self.samples += int(todo.numel())
+        return kd_loss_from_log_probs(student, log_p_t, batch.get("labels"), self.temperature, self.alpha)
+
+    def _teacher(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        with torch.inference_mode():
+            logits = self.teacher(**inputs).logits
+        if logits.device.type == "cuda":
+            torch.cuda.synchronize(logits.device)
+        return F.log_softmax(logits.float() / self.temperature, dim=-1).clone()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"cache": self.cache.state_dict() if self.cache is not None else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.cache is not None and state.get("cache"):
+            self.cache.load_state_dict(state["cache"])
+
+
+def _rows(inputs: dict[str, torch.Tensor], rows: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
+    """The given rows of every per-sample input (a subset of a batch, for the teacher's forward)."""
+    rows = rows.to(next(iter(inputs.values())).device)
+    return {k: v[rows] if v.dim() and v.shape[0] == n else v for k, v in inputs.items()}
 
 
 def teacher_path(source: str) -> str:

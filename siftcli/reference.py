@@ -1,18 +1,28 @@
-"""Reference losses for reducible-loss scoring (RHO-LOSS), cross-fitted so no sample is scored by a
-model that trained on it.
+"""Reference losses per training sample, for reducible-loss scoring (RHO-LOSS), reference scoring and the static
+filter: built one of three ways, then cached on disk so that every arm, seed and sweep trial that asks for the same
+key pays for it once.
 
-The training set is split in two halves (seeded); a reference model is trained on each half with the
-recipe's own loop for ``sift.reference.epochs`` and scores every sample of the other half once. A
-mislabelled sample keeps a high loss under a reference that never saw it, so ``loss - reference``
-ranks it low, while plain loss ranks it high forever. All of it (both trainings and both scoring
-passes) is charged to the sifted run's clock as the ``reference`` phase.
+- ``cross-fit``: the training set is split in two halves (seeded); a reference model is trained on each half with
+  the recipe's own loop for ``sift.reference.epochs`` and scores every sample of the other half once. A mislabelled
+  sample keeps a high loss under a reference that never saw it, so ``loss - reference`` ranks it low.
+- ``holdout``: one reference trained on data no arm trains on (a small sample of the target, say), scoring every
+  training sample: samples it finds hard are off-target or mislabelled (RHO-LOSS's relevance setting).
+- ``model``: a saved model scores every training sample as it is.
+
+What building cost (training and scoring) is charged to the clock of the run that built it, as the
+``reference`` phase; a run that finds it cached pays the read and reports the build cost beside it
+(:meth:`~siftcli.train.Reference.summary`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
+import json
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -20,6 +30,7 @@ from torch.utils.data import DataLoader
 
 from siftcli.builders import Workload, resolve_device
 from siftcli.config import Recipe
+from siftcli.errors import SiftcliError
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.scoring import Scorer
 from siftcli.train import Reference, train
@@ -58,6 +69,96 @@ def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
                        label_names=workload.label_names)
 
 
+def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+    """The recipe's reference losses for every training sample: from the cache where its key is there, else built
+    (``sift.reference.kind``) and cached. Returns the reference and the metrics of any reference training run."""
+    spec = recipe.sift.reference
+    key = cache_key(workload, recipe)
+    path = cache_dir() / "references" / f"{key}.pt"
+    if spec.cache and path.exists():
+        t0 = time.perf_counter()
+        try:
+            saved = torch.load(path, weights_only=True)
+            losses = saved["losses"]
+            if losses.numel() == len(workload.train_data):
+                return Reference(losses, time.perf_counter() - t0, float(saved["build_seconds"]), True, spec.kind, key), []
+        except (OSError, RuntimeError, KeyError, TypeError, ValueError):
+            pass  # unreadable or foreign: rebuild and overwrite
+    build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference}[spec.kind]
+    reference, runs = build(workload, recipe, initial)
+    reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
+    if spec.cache:
+        _write_cache(path, {"losses": reference.losses, "build_seconds": reference.seconds, "kind": spec.kind})
+    return reference, runs
+
+
+def cache_dir() -> Path:
+    """Where computed references live: ``SIFTCLI_CACHE``, else ``~/.cache/siftcli``."""
+    return Path(os.environ.get("SIFTCLI_CACHE") or Path.home() / ".cache" / "siftcli")
+
+
+def cache_key(workload: Workload, recipe: Recipe) -> str:
+    """What a reference's losses depend on: the training (and holdout) data, the reference section, the model, the
+    optimiser and batch size its training uses, the task, loss and length, and the seed."""
+    h = hashlib.sha256()
+    for rows in (workload.train_data, workload.holdout_data or []):
+        h.update(str(len(rows)).encode())
+        for row in rows:
+            h.update(json.dumps({k: v for k, v in row.items() if isinstance(v, (int, float, str, list))}, sort_keys=True).encode())
+    spec = recipe.sift.reference.model_dump(mode="json", exclude={"cache"})
+    parts = {"reference": spec, "model": recipe.model.model_dump(mode="json"), "optim": recipe.optim.model_dump(mode="json"),
+             "batch_size": recipe.batch_size, "task": recipe.task, "loss": recipe.loss, "max_length": recipe.max_length,
+             "seed": recipe.seed, "precision": [recipe.precision, recipe.sift.precision]}
+    h.update(json.dumps(parts, sort_keys=True).encode())
+    return h.hexdigest()[:24]
+
+
+def _write_cache(path: Path, payload: dict[str, Any]) -> None:
+    """Atomically (a temporary sibling renamed over it): a reader never sees half a file. A cache that cannot be
+    written (read-only home, full disk) costs a rebuild next time, never the run."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except (OSError, RuntimeError):
+        pass
+
+
+def _score_all(model: torch.nn.Module, workload: Workload, recipe: Recipe, rows: list[dict[str, Any]]) -> torch.Tensor:
+    device = resolve_device(recipe.device, recipe.precision)
+    scorer = Scorer(model.to(device), workload.loss_fn, device, scoring_precision(recipe.sift.precision, device, recipe.precision))
+    got = [scorer.losses(b) for b in DataLoader(rows, batch_size=recipe.eval.batch_size, collate_fn=workload.collate)]
+    return torch.cat(got)
+
+
+def holdout_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+    """One reference trained on the holdout (data no arm trains on), scoring every training sample."""
+    if not workload.holdout_data:
+        raise SiftcliError("sift.reference.kind holdout: the holdout is empty (holdout_source or holdout_fraction)")
+    part = dataclasses.replace(workload, model=reference_model(workload, recipe, initial), noisy=None, groups=None,
+                               train_data=workload.holdout_data)
+    metrics = train(part, reference_recipe(recipe), arm="reference")
+    t0 = time.perf_counter()
+    losses = _score_all(part.model, workload, recipe, workload.train_data)
+    return Reference(losses=losses, seconds=metrics["train_seconds"] + time.perf_counter() - t0), [metrics]
+
+
+def model_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+    """A saved model (``sift.reference.model``) scores every training sample as it is."""
+    from siftcli.distill import load_teacher
+
+    source = recipe.sift.reference.model
+    try:
+        model = load_teacher(recipe.task, source, workload.label_names,
+                             workload.processor if hasattr(workload.processor, "get_vocab") else None)
+    except SiftcliError as exc:
+        raise SiftcliError(str(exc).replace("distill.teacher", "sift.reference.model")) from None
+    t0 = time.perf_counter()
+    losses = _score_all(model.eval(), workload, recipe, workload.train_data)
+    return Reference(losses=losses, seconds=time.perf_counter() - t0), []
+
+
 def cross_fitted_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
     """Reference losses for every training sample, the seconds they cost, and each reference's metrics."""
     device = resolve_device(recipe.device, recipe.precision)
@@ -66,7 +167,7 @@ def cross_fitted_reference(workload: Workload, recipe: Recipe, initial: dict[str
     ref_recipe = reference_recipe(recipe)
     seconds, runs = 0.0, []
     for fit, score in ((0, 1), (1, 0)):
-        part = dataclasses.replace(workload, model=reference_model(workload, recipe, initial), noisy=None,
+        part = dataclasses.replace(workload, model=reference_model(workload, recipe, initial), noisy=None, groups=None,
                                    train_data=[workload.train_data[i] for i in halves[fit].tolist()])
         metrics = train(part, ref_recipe, arm="reference")
         runs.append(metrics)

@@ -8,6 +8,18 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from siftcli.tasks import metric
+
+#: What each opponent's difference measures, in the compare table.
+_VALUE_OF = {"equal-time": "value of the trade", "random-keep": "value of selection",
+             "static-filter": "value of deciding online", "target-only": "distance to the ceiling"}
+
+
+def _reference_cost(ref: dict[str, Any] | None) -> str:
+    if not ref:
+        return "—"
+    return f"{ref['paid_seconds']:.1f} / {ref['build_seconds']:.1f}" + (" (cached)" if ref.get("cached") else "")
+
 
 def _f(x: Any, fmt: str = "{:.3f}") -> str:
     if x is None:
@@ -75,8 +87,8 @@ def _start(raw_batch: int | None) -> str:
 def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     pair = result["pairs"][0] if len(result["pairs"]) == 1 else None
     runs = result["runs"][0]
-    metric = runs["baseline"]["metric"]
-    arms = [a for a in ("baseline", "sifted", "equal-time", "random-keep") if a in runs]
+    metric_name = runs["baseline"]["metric"]
+    arms = list(runs)
     seed = result["pairs"][0].get("seed")
     t = Table(title="siftcli compare" + (f" (seed {seed})" if pair else f" (seed {seed}; {len(result['pairs'])} seeds)"))
     t.add_column("")
@@ -100,47 +112,56 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     if "sifted" in runs and (runs["sifted"].get("keep") or {}).get("sift_started_at") is not None:
         row("sifting started at raw batch", lambda r: _start((r.get("keep") or {}).get("sift_started_at")) if r.get("keep") else "—")
     row("accepted % (target)", lambda r: _pct(r["keep"]["target"]) if r.get("keep") else "—")
-    row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else _pct(1.0))
-    row(f"final eval {metric}", lambda r: _f((r.get("final") or {}).get(metric), "{:.4f}"))
+    row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else
+        _pct(r["subset"]["samples"] / r["subset"]["of"]) if r.get("subset") else _pct(1.0))
+    row(f"final eval {metric_name}", lambda r: _f((r.get("final") or {}).get(metric_name), "{:.4f}"))
     row("final eval loss", lambda r: _f((r.get("final") or {}).get("loss"), "{:.4f}"))
     if any(runs[a].get("label_noise") for a in arms):
         row("flipped labels among kept (after delay)", lambda r: _pct((r.get("label_noise") or {}).get("kept_share_after_delay")
                                                                         or (r.get("label_noise") or {}).get("kept_share")))
-    if any((runs[a].get("phases") or {}).get("reference") for a in arms):
-        row("reference models (s, on the clock)", lambda r: _f((r.get("phases") or {}).get("reference"), "{:.1f}"))
+    if any(runs[a].get("reference") for a in arms):
+        row("reference: paid here / built (s)", lambda r: _reference_cost(r.get("reference")))
+    if any(runs[a].get("groups") for a in arms):
+        row("kept share by group", lambda r: ", ".join(f"{g} {_pct(v['share_of_kept'])}" for g, v in (r.get("groups") or {}).items())
+            or "—")
     first = result["pairs"][0]
-    unit = " pts" if metric == "accuracy" else ""
+    m = metric(metric_name)
+    unit = m.unit
     s = Table(title="what sifting bought", show_header=False)
     s.add_column("what", style="bold")
     s.add_column("value", justify="right")
     s.add_row("speed-up (baseline / sifted training time)", _f(first.get("speedup"), "{:.2f}x"))
-    s.add_row("equal-epoch time ratio (sifted / baseline)", _f(first.get("equal_epoch_ratio"), "{:.2f}"))
-    s.add_row(f"{metric} delta (sifted − baseline)", _f(first.get("metric_delta"), "{:+.2f}") + unit)
-    s.add_row(f"target ({metric}, baseline final − {first['target_drop']}{unit})", _f(first.get("target"), "{:.4f}"))
+    s.add_row("time ratio (sifted / baseline): as run; reference paid in full",
+              f"{_f(first.get('equal_epoch_ratio'), '{:.2f}')}; {_f(first.get('paid_ratio'), '{:.2f}')}")
+    s.add_row(f"{metric_name} delta (sifted − baseline)", _f(first.get("metric_delta"), "{:+.2f}") + unit)
+    s.add_row(f"target ({metric_name}, baseline final − {first['target_drop']}{unit})", _f(first.get("target"), "{:.4f}"))
     s.add_row("time to target: baseline / sifted (s)",
               f"{_f(first.get('baseline_time_to_target'), '{:.1f}')} / {_f(first.get('sifted_time_to_target'), '{:.1f}')}")
     s.add_row("time-to-target ratio (sifted / baseline)", _f(first.get("time_to_target_ratio"), "{:.2f}"))
     cost = f"{_f(first.get('scoring_cost'), '{:.2f}')}; {_f(first.get('predicted_ratio'), '{:.2f}')}"
     s.add_row("scoring cost s; predicted ratio scored/raw · s + a (measured: equal-epoch ratio)", cost)
-    if "equal_time_metric" in first:
-        s.add_row(f"equal-time baseline {metric}", _f(first.get("equal_time_metric"), "{:.4f}"))
-        s.add_row("value of the trade (sifted − equal-time)", _f(first.get("sifted_minus_equal_time"), "{:+.2f}") + unit)
-    if "random_keep_metric" in first:
-        s.add_row("value of selection (sifted − random-keep)", _f(first.get("sifted_minus_random"), "{:+.2f}") + unit)
+    for arm, v in first.get("vs", {}).items():
+        if arm != "baseline":
+            s.add_row(f"sifted − {arm} ({_VALUE_OF.get(arm, 'difference')})", _f(v.get("diff"), "{:+.2f}") + unit)
     parts: list[Any] = [t, s]
     summary = result.get("seeds_summary")
     if summary:
-        st = Table(title=f"over {summary['seeds']} seeds (mean ± std)")
+        st = Table(title=f"over {summary['seeds']} seeds, each its own initial weights: paired differences (mean ± SE)")
         st.add_column("number")
-        st.add_column("mean ± std", justify="right")
+        st.add_column("mean", justify="right")
+        st.add_column("what it allows", justify="right")
         st.add_column("per seed", justify="right")
-        for key, label in (("time_to_target_ratio", "time-to-target ratio"), ("equal_epoch_ratio", "equal-epoch ratio"),
-                           ("metric_delta", f"{metric} delta"), ("achieved_keep", "achieved keep"),
-                           ("sifted_minus_equal_time", "sifted − equal-time"), ("sifted_minus_random", "sifted − random-keep")):
+        for key, label in (("time_to_target_ratio", "time-to-target ratio"), ("equal_epoch_ratio", "time ratio, as run"),
+                           ("paid_ratio", "time ratio, reference paid"), ("achieved_keep", "achieved keep")):
             if key in summary:
                 v = summary[key]
-                noise = " (within noise)" if v.get("within_noise") else " (> 2 SE)" if v.get("beats") else ""
-                st.add_row(label, f"{v['mean']:+.3f} ± {v['std']:.3f}{noise}", ", ".join(f"{x:.3f}" for x in v["values"]))
+                st.add_row(label, f"{v['mean']:.3f} ± {v['std']:.3f} sd", "", ", ".join(f"{x:.3f}" for x in v["values"]))
+        rows = [("metric_delta", "baseline", summary.get("metric_delta"))] + [
+            (arm, arm, v) for arm, v in summary.get("vs", {}).items() if arm != "baseline"]
+        for _, arm, v in rows:
+            if v:
+                se = "n/a" if v["se"] != v["se"] else f"{v['se']:.2f}"
+                st.add_row(f"sifted − {arm}", f"{v['mean']:+.2f} ± {se}{unit}", v["status"], ", ".join(f"{x:+.2f}" for x in v["values"]))
         parts.append(st)
     if result.get("pilot_warning"):
         parts.append(Text(result["pilot_warning"], style="yellow"))

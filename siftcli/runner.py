@@ -7,18 +7,17 @@ They work without the CLI (import and call them) and write everything under a ru
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from siftcli.analysis import compare_pair, summarise_seeds, verdict
+from siftcli.arms import brief
 from siftcli.config import Recipe, recipe_to_yaml
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.runio import atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
 
 Event = Callable[[str, dict[str, Any]], None]
-ARMS = ("baseline", "sifted", "equal-time", "random-keep")
 
 
 def preflight(recipe: Recipe) -> None:
@@ -35,8 +34,8 @@ def preflight(recipe: Recipe) -> None:
             raise SiftcliError(f"sift.{exc}") from None
 
 
-def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path, dict[str, Any]]:
-    """Device check, workload, then the run folder (so bad input leaves none), and the initial weights."""
+def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path]:
+    """Device check, workload, then the run folder (so bad input leaves none) with the resolved recipe."""
     from siftcli.builders import build_workload
 
     preflight(recipe)
@@ -44,7 +43,7 @@ def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path,
     run_dir = make_run_dir(output, recipe.name, suffix=suffix)
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
     _write_label_noise(run_dir, workload)
-    return workload, run_dir, copy.deepcopy(workload.model.state_dict())
+    return workload, run_dir
 
 
 def _write_label_noise(run_dir: Path, workload: Any) -> None:
@@ -54,39 +53,10 @@ def _write_label_noise(run_dir: Path, workload: Any) -> None:
         atomic_write_json(run_dir / "label_noise.json", {"rate": len(flipped) / len(workload.noisy), "flipped": flipped})
 
 
-def run_arm(workload: Any, initial: dict[str, Any], recipe: Recipe, arm_dir: Path, arm: str, *, sift: bool = False,
-            on_event: Event | None = None, **sift_changes: Any) -> dict[str, Any]:
-    """One arm from the shared initial weights: the recipe's baseline, or (``sift=True``) its sifted run.
-
-    ``sift_changes`` override the engine config (e.g. ``mode="random", keep_fraction=0.4``). A recipe
-    with ``sift.score: reducible`` first trains its cross-fitted reference, on this arm's clock.
-    """
-    from siftcli.builders import sift_config
-    from siftcli.train import train
-
-    ensure_writable(arm_dir)
-    if on_event is not None:
-        on_event("arm", {"arm": arm_dir.name, "seed": recipe.seed})
-    cfg = sift_config(recipe, len(workload.train_data), **sift_changes) if sift else None
-    reference = _reference(cfg, workload, recipe, initial, arm_dir)
-    workload.model.load_state_dict(initial)
-    return train(workload, recipe, cfg, reference=reference, run_dir=arm_dir, arm=arm, on_event=on_event)
-
-
-def _reference(cfg: Any, workload: Any, recipe: Recipe, initial: dict[str, Any], arm_dir: Path) -> Any:
-    """Cross-fitted reference losses when the rule ranks reducible loss (else ``None``), with ``reference.json``."""
-    if cfg is None or cfg.score != "reducible":
-        return None
-    from siftcli.reference import cross_fitted_reference
-
-    reference, ref_runs = cross_fitted_reference(workload, recipe, initial)
-    atomic_write_json(arm_dir / "reference.json", {"seconds": reference.seconds, "runs": [_brief(m) for m in ref_runs]})
-    return reference
-
-
 def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
               resume: str | None = None, workload: Any = None) -> tuple[Path, dict[str, Any]]:
     """One fine-tune, sifted when the recipe (or ``sift``) says so."""
+    from siftcli.arms import SeedContext
     from siftcli.builders import build_workload, sift_config
     from siftcli.train import train
 
@@ -105,14 +75,17 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         run_dir = make_run_dir(output, recipe.name)
         atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
         _write_label_noise(run_dir, workload)
-    if use_sift and not resume and on_event is not None:
+    if use_sift and not resume:  # on every rank: its training step agrees on finite losses with the others
         warning = pilot_check(recipe, workload)
-        if warning:
+        if warning and on_event is not None:
             on_event("warning", {"message": warning})
     cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
-    if resume and cfg is not None and cfg.score == "reducible":
-        raise SiftcliError(f"--resume {resume}: runs with sift.score reducible cannot resume yet; start the run again")
-    reference = _reference(cfg, workload, recipe, copy.deepcopy(workload.model.state_dict()), run_dir)
+    ranks_reference = cfg is not None and cfg.score in ("reducible", "reference")
+    if resume and ranks_reference and recipe.sift.reference.kind != "model" and not recipe.sift.reference.cache:
+        raise SiftcliError(f"--resume {resume}: with sift.reference.cache false the reference would be trained again, on "
+                           "another clock; resume with the cache on, or start the run again")
+    ctx = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict()))
+    reference = ctx.reference("sifted", run_dir) if ranks_reference else None
     metrics = train(workload, recipe, cfg, reference=reference, run_dir=run_dir, arm="sifted" if use_sift else "baseline",
                     on_event=on_event, resume=bool(resume))
     if metrics["status"] == "completed":
@@ -171,109 +144,54 @@ def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
         return []
 
 
-def equal_time_steps(baseline: dict[str, Any], sifted: dict[str, Any]) -> int:
-    """Steps a baseline can take in the sifted run's training wall-clock (reference cost included)."""
-    per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
-    return max(1, int(round(sifted["train_seconds"] / per_step)))
+def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, arms: list[str] | None = None,
+                quick: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
+    """The sifted run against the honest opponents (:func:`siftcli.arms.default_arms`, or ``arms``), per seed from that
+    seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do."""
+    from siftcli.arms import default_arms, run_plan
+    from siftcli.builders import build_workload
 
-
-def equal_time_recipe(recipe: Recipe, baseline: dict[str, Any], sifted: dict[str, Any]) -> Recipe:
-    """The baseline recipe capped at the sifted run's wall-clock (schedule fully decayed at that step).
-
-    When the sifted run took longer than the baseline (a costly reference, say), the opponent gets
-    the extra epochs it needs to fill that time, so the comparison stays one of equal time.
-    """
-    steps = equal_time_steps(baseline, sifted)
-    per_epoch = max(1, baseline["optimizer_steps"]) / recipe.epochs
-    return recipe.model_copy(update={"max_steps": steps, "epochs": max(recipe.epochs, float(math.ceil(steps / per_epoch)))})
-
-
-def random_keep_fraction(sifted: dict[str, Any]) -> float:
-    """The kept fraction the random-keep control copies: what the sifted run achieved after its delay."""
-    keep = sifted.get("keep") or {}
-    value = keep.get("achieved_after_delay")
-    return float(value) if value is not None and 0 < value <= 1 else float(keep.get("target") or 1.0)
-
-
-def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
-    """The engine settings of the random-keep control: the sifted run's kept fraction after its delay, and, where
-    that run chose its start (``sift_delay: auto``), the raw batch it started at (never started: keep everything)."""
-    changes: dict[str, Any] = {"mode": "random", "score": "loss", "keep_fraction": random_keep_fraction(sifted)}
-    if (sifted.get("sift") or {}).get("sift_delay") == "auto":
-        started = (sifted.get("keep") or {}).get("sift_started_at")
-        changes["sift_delay"] = 0 if started is None else int(started)
-        if started is None:
-            changes["keep_fraction"] = 1.0
-    return changes
-
-
-def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, equal_time: bool = False,
-                random_keep: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
-    """Baseline and sifted runs of one recipe (same seed, data order, hyperparameters and initial weights),
-    and optionally the honest opponents: an equal-time baseline and a random-keep control."""
     if seeds < 1:
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
-    pairs: list[dict[str, Any]] = []
-    all_runs: list[dict[str, dict[str, Any]]] = []
-    workload, run_dir, initial = prepare(recipe, output, "-compare")
-    warning = pilot_check(recipe, workload) if pilot else None
+    chosen = arms or default_arms(recipe, quick)
+    first, run_dir = prepare(recipe, output, "-compare")  # bad data fails before a folder exists
+    warning = pilot_check(recipe, first) if pilot else None
     if warning and on_event is not None:
         on_event("warning", {"message": warning})
+    finished: list[dict[str, dict[str, Any]]] = []
+    cached = {recipe.seed: first}
+
+    def workloads(r: Recipe) -> Any:
+        return cached.pop(r.seed, None) or build_workload(r)
+
+    seed_list = [recipe.seed + i for i in range(seeds)]
     try:
-        for i in range(seeds):
-            r = recipe.model_copy(update={"seed": recipe.seed + i})
-            folder = run_dir / (f"seed{r.seed}" if seeds > 1 else "")
-            arms: dict[str, dict[str, Any]] = {}
-            all_runs.append(arms)
-            arms["baseline"] = run_arm(workload, initial, r, folder / "baseline", "baseline", on_event=on_event)
-            arms["sifted"] = run_arm(workload, initial, r, folder / "sifted", "sifted", sift=True, on_event=on_event)
-            if equal_time:  # a baseline sized to the sifted run's wall-clock, schedule fully decayed
-                arms["equal-time"] = run_arm(workload, initial, equal_time_recipe(r, arms["baseline"], arms["sifted"]),
-                                             folder / "equal-time", "equal-time", on_event=on_event)
-            if random_keep:  # same kept fraction after the same delay, chosen uniformly: no selection
-                arms["random-keep"] = run_arm(workload, initial, r, folder / "random-keep", "random-keep", sift=True,
-                                              on_event=on_event, **random_keep_changes(arms["sifted"]))
-            pair = compare_pair(arms["baseline"], arms["sifted"], recipe.eval.target_drop, arms.get("equal-time"),
-                                arms.get("random-keep"))
-            pair["seed"] = r.seed
-            pairs.append(pair)
+        all_runs = run_plan(recipe, chosen, seed_list, run_dir, on_event=on_event, workloads=workloads,
+                            live=finished)
     except RunInterrupted as exc:
-        finished = [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs]
-        atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "runs": finished, "pairs": pairs})
+        atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "arms": chosen,
+                                                     "runs": [{a: brief(m) for a, m in r.items()} for r in finished if r]})
         raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
-    summary = summarise_seeds(pairs) if seeds > 1 else None
-    result = {
-        "status": "completed",
-        "recipe": recipe.name,
-        "runs": [{arm: _brief(m) for arm, m in arms.items()} for arms in all_runs],
-        "pairs": pairs,
-        "seeds_summary": summary,
-        "pilot_warning": warning,
-        "verdict": verdict(pairs[0] if seeds == 1 else _mean_pair(pairs), all_runs[0]["sifted"]["sift"], summary),
-    }
-    result["plots"] = _maybe_plot(run_dir, [all_runs[0][a] for a in ARMS if a in all_runs[0]])
+    result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list)
+    result["arms"] = chosen
+    result["pilot_warning"] = warning
+    result["plots"] = _maybe_plot(run_dir, list(all_runs[0].values()))
     atomic_write_json(run_dir / "compare.json", result)
     return run_dir, result
 
 
-def _mean_pair(pairs: list[dict[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs[0])
-    for key, value in pairs[0].items():
-        values = [p[key] for p in pairs if isinstance(p.get(key), (int, float)) and not isinstance(p.get(key), bool)]
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and len(values) == len(pairs):
-            out[key] = sum(values) / len(values)
-    if any(p.get("sifted_time_to_target") is None for p in pairs):
-        out["sifted_time_to_target"] = None
-    return out
-
-
-def _brief(m: dict[str, Any]) -> dict[str, Any]:
-    """A run's numbers without its long traces (those stay in the arm's metrics.json)."""
-    keep = dict(m["keep"]) if m.get("keep") else None
-    if keep:
-        keep.pop("trace", None)
-    return {**{k: v for k, v in m.items() if k not in ("curve", "keep", "settings")}, "keep": keep,
-            "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}
+def summarise_compare(all_runs: list[dict[str, dict[str, Any]]], drop_points: float, name: str, seeds: list[int],
+                      subject: str = "sifted") -> dict[str, Any]:
+    """compare.json: every seed's arms (brief), the per-seed pairs, paired statistics over seeds and the verdict."""
+    pairs = []
+    for seed, runs in zip(seeds, all_runs):
+        pair = compare_pair(runs, drop_points, subject)
+        pair["seed"] = seed
+        pairs.append(pair)
+    summary = summarise_seeds(pairs) if len(pairs) > 1 else None
+    return {"status": "completed", "recipe": name, "runs": [{a: brief(m) for a, m in r.items()} for r in all_runs],
+            "pairs": pairs, "seeds_summary": summary,
+            "verdict": verdict(pairs[0], all_runs[0][subject].get("sift"), summary)}
 
 
 _RUN_FIELDS = {"metric": str, "higher_is_better": bool, "final": dict, "train_seconds": (int, float),
@@ -296,8 +214,8 @@ def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> dict[s
     a, b = runs
     if a.get("metric") != b.get("metric"):
         raise SiftcliError(f"{dir_b}: measures {b.get('metric')!r} but {dir_a} measures {a.get('metric')!r}; cannot compare")
-    pair = compare_pair(a, b, drop_points)
-    return {"runs": [{"baseline": _brief(a), "sifted": _brief(b)}], "pairs": [pair], "seeds_summary": None,
+    pair = compare_pair({"baseline": a, "sifted": b}, drop_points)
+    return {"runs": [{"baseline": brief(a), "sifted": brief(b)}], "pairs": [pair], "seeds_summary": None,
             "pilot_warning": None, "verdict": verdict(pair, b.get("sift")), "plots": []}
 
 
@@ -312,6 +230,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
 
     from siftcli.builders import make_optimizer, resolve_device, sift_config
     from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
+    from siftcli.train import train_step
 
     if not recipe.sift.enabled:
         return None
@@ -322,18 +241,13 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
         return None
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
+    scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
     precisions = ("fp32", "bf16") if sp == "auto" else (sp,)  # auto: the scorer will keep the faster, so does this
     train_t: list[float] = []
     score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
-        t0 = time.perf_counter()
-        with autocast(device, recipe.precision):
-            loss = workload.loss_fn(model, batch).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        trained_at = time.perf_counter()
+        _, fb, step = train_step(model, model, batch, workload.loss_fn, opt, scaler, recipe, device)  # the loop's own step
         model.eval()
         for precision in precisions:
             t1 = time.perf_counter()
@@ -343,7 +257,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
                 score_t[precision].append(time.perf_counter() - t1)
         model.train()
         if i:
-            train_t.append(trained_at - t0)
+            train_t.append(fb + step)
     s = min(sorted(t)[len(t) // 2] for t in score_t.values()) / sorted(train_t)[len(train_t) // 2]
     a = sift_config(recipe, len(workload.train_data)).target_keep_fraction
     if s + a >= 1.0:

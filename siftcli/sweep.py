@@ -13,6 +13,7 @@ interrupted ones run again with the same parameters.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import subprocess
@@ -215,11 +216,10 @@ def _higher_is_better(recipe: Recipe) -> bool:
 # -- one trial (in its own process) ---------------------------------------------------------------------
 def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
     """Train trial ``number`` of the sweep in ``sweep_dir``; report evaluations; stop when pruned."""
-    import copy
 
     optuna = _optuna()
+    from siftcli.arms import SeedContext, run_one
     from siftcli.builders import build_workload
-    from siftcli.runner import run_arm
 
     settings = SweepSettings(**read_json(sweep_dir / "sweep_settings.json"))
     base = load_recipe(sweep_dir / "recipe.yaml")
@@ -250,7 +250,7 @@ def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
 
     folder = sweep_dir / f"trial-{number}"
     try:
-        metrics = run_arm(workload, initial, recipe, folder, "sifted", sift=True, on_event=on_event)
+        metrics = run_one(SeedContext(recipe, workload, initial), "sifted", folder, on_event)
     except optuna.TrialPruned:
         last = curve[-1]
         result = {"state": "pruned", "pruned_at_raw_batch": pruned_at[0], "train_seconds": last["train_seconds"],
@@ -308,7 +308,8 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
             settings.trials = math.prod(len(s["values"]) for s in settings.space.values())
         settings.seed = recipe.seed
         _optuna_storage_ok(settings)
-        workload, sweep_dir, initial = prepare(recipe, output, "-sweep")
+        workload, sweep_dir = prepare(recipe, output, "-sweep")
+        initial = copy.deepcopy(workload.model.state_dict())
         atomic_write_json(sweep_dir / "sweep_settings.json", asdict(settings))
     started = time.perf_counter()
     try:
@@ -344,10 +345,9 @@ def _optuna_storage_ok(settings: SweepSettings) -> None:
 def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workload: Any, initial: Any,
                  emit: Any) -> dict[str, Any]:
     """The full baseline, then baselines capped at fractions of its steps (fully decayed); each run once and kept."""
-    import copy
 
+    from siftcli.arms import SeedContext, run_one
     from siftcli.builders import build_workload
-    from siftcli.runner import run_arm
 
     path = sweep_dir / "frontier.json"
     done = read_json(path) if path.exists() else {"points": []}
@@ -360,9 +360,10 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
             workload = build_workload(recipe)
             initial = copy.deepcopy(workload.model.state_dict())
         full = next((p for p in done["points"] if p["fraction"] == 1.0), None)
-        r = recipe if fraction == 1.0 else recipe.model_copy(update={"max_steps": max(1, round(fraction * full["optimizer_steps"]))})
-        r = r.model_copy(update={"sift": r.sift.model_copy(update={"enabled": False})})
-        m = run_arm(workload, initial, r, sweep_dir / f"baseline-{fraction:g}", "baseline", on_event=emit)
+        ctx = SeedContext(recipe.model_copy(update={"sift": recipe.sift.model_copy(update={"enabled": False})}), workload, initial)
+        ctx.runs["baseline"] = full or {}
+        arm = "baseline" if fraction == 1.0 else f"train-less:fraction={fraction:g}"
+        m = run_one(ctx, arm, sweep_dir / f"baseline-{fraction:g}", emit)
         done["points"].append({"fraction": fraction, "train_seconds": m["train_seconds"], "optimizer_steps": m["optimizer_steps"],
                                "final": m["final"], "metric": m["metric"], "higher_is_better": m["higher_is_better"],
                                "raw_samples": m["raw_samples"], "curve": m["curve"]})

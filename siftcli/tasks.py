@@ -6,6 +6,8 @@ loader, the collator, the loss, evaluation and the report all read it.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -29,7 +31,7 @@ class Task:
 
     @property
     def higher_is_better(self) -> bool:
-        return self.metric == "accuracy"
+        return METRICS[self.metric].higher_is_better
 
     def loss_kind(self, loss: str) -> str:
         """The per-sample loss kind of a recipe's ``loss`` (``auto`` or one of :attr:`losses`)."""
@@ -37,6 +39,26 @@ class Task:
 
     def metric_of(self, metric: str) -> str:
         return self.metric if metric == "auto" else metric
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a metric reads: its direction, and the scale and unit differences are reported in (accuracy in points)."""
+
+    name: str
+    higher_is_better: bool
+    # the value from evaluation's totals: (mean per-sample loss, correct argmax predictions, samples)
+    value: Callable[[float, int, int], float] = lambda mean_loss, correct, count: mean_loss
+    counts_correct: bool = False  # evaluation must count argmax hits
+    scale: float = 1.0  # a difference of two values, times this, is reported in ``unit``
+    unit: str = ""
+
+
+METRICS: dict[str, Metric] = {
+    "accuracy": Metric("accuracy", True, lambda loss, correct, count: correct / max(1, count), True, 100.0, " points"),
+    "mse": Metric("mse", False),
+    "perplexity": Metric("perplexity", False, lambda loss, correct, count: math.exp(min(loss, 50.0))),
+}
 
 
 TASKS: dict[str, Task] = {
@@ -47,6 +69,11 @@ TASKS: dict[str, Task] = {
     "regression": Task("regression", "AutoModelForSequenceClassification", ("mse",), "mse", "float"),
     "causal-lm": Task("causal-lm", "AutoModelForCausalLM", ("causal_lm",), "perplexity", "tokens"),
 }
+
+
+def metric(name: str) -> Metric:
+    """The :class:`Metric` called ``name``; an unknown name (a user's own) reads as lower-is-better, unscaled."""
+    return METRICS.get(name) or Metric(name, False)
 
 
 def task(name: str) -> Task:

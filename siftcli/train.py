@@ -36,7 +36,7 @@ from siftcli.sift.loader import BatchDecision
 from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.precision import autocast
 from siftcli.sift.sifter import SiftConfig
-from siftcli.tasks import TASKS
+from siftcli.tasks import METRICS, TASKS
 
 PHASES = ("data", "scoring", "forward_backward", "optimizer", "evaluation", "checkpoint")
 Event = Callable[[str, dict[str, Any]], None]
@@ -45,10 +45,20 @@ TRACE_LIMIT = 20_000  # kept/rejected losses remembered for the histogram plot
 
 @dataclass
 class Reference:
-    """Reference losses per training sample (reducible-loss scoring) and the wall-clock they cost."""
+    """Reference losses per training sample and their cost: ``seconds`` paid in this run (on its clock), and
+    ``build_seconds``, what building them cost whoever built them (the same where this run built them; a run that
+    found them cached pays only the read, and reports both, so a ratio can say which it uses)."""
 
     losses: torch.Tensor
     seconds: float
+    build_seconds: float | None = None
+    cached: bool = False
+    kind: str = "cross-fit"
+    key: str | None = None
+
+    def summary(self) -> dict[str, Any]:
+        return {"kind": self.kind, "paid_seconds": self.seconds, "cached": self.cached, "key": self.key,
+                "build_seconds": self.seconds if self.build_seconds is None else self.build_seconds}
 
 
 @dataclass
@@ -69,10 +79,11 @@ class RunState:
     rejected_losses: list[float] = field(default_factory=list)
     noisy_kept: int = 0  # kept samples whose label data.label_noise flipped
     noisy_kept_after_delay: int = 0
+    group_kept: list[int] = field(default_factory=list)  # kept samples per data.group_column value
     teacher_samples: int = 0  # distillation: teacher forwards, in samples (kept samples only when sifting)
 
-    def record(self, d: BatchDecision, noisy: torch.Tensor | None = None) -> None:
-        """Batch hook: the keep trace, a sample of kept and rejected losses, and kept noisy labels."""
+    def record(self, d: BatchDecision, noisy: torch.Tensor | None = None, groups: torch.Tensor | None = None) -> None:
+        """Batch hook: the keep trace, a sample of kept and rejected losses, kept noisy labels and kept samples per group."""
         self.keep_trace.append([len(self.keep_trace), int(d.mask.numel()), int(d.mask.sum())])
         if d.losses is not None and not d.delayed and len(self.kept_losses) + len(self.rejected_losses) < TRACE_LIMIT:
             self.kept_losses.extend(d.losses[d.mask].tolist())
@@ -81,6 +92,9 @@ class RunState:
             flipped = int(noisy[d.indices][d.mask].sum())
             self.noisy_kept += flipped
             self.noisy_kept_after_delay += 0 if d.delayed else flipped
+        if groups is not None and d.indices is not None:
+            counts = torch.bincount(groups[d.indices][d.mask], minlength=int(groups.max()) + 1).tolist()
+            self.group_kept = [a + b for a, b in zip(self.group_kept or [0] * len(counts), counts)]
 
 
 def lr_factor(progress: float, warmup: float, schedule: str) -> float:
@@ -238,20 +252,27 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
     train_loss = workload.loss_fn  # the scoring pass always uses the student's own loss
     if recipe.distill is not None:
-        from siftcli.distill import DistillLoss
+        from siftcli.distill import DistillLoss, TeacherCache
 
-        train_loss = DistillLoss(workload.teacher.to(device), recipe.distill.temperature, recipe.distill.alpha)
+        d = recipe.distill
+        cache = None
+        if d.cache:  # by sample index, so only where the loader knows them
+            classes = len(workload.label_names or []) or int(getattr(workload.teacher.config, "num_labels", 0))
+            cache = TeacherCache(len(workload.train_data), classes, d.cache_top_k, d.cache_memory_mb * 2**20,
+                                 run_dir / "teacher-cache" if run_dir else None)
+        train_loss = DistillLoss(workload.teacher.to(device), d.temperature, d.alpha, cache)
+        parts["teacher"] = train_loss
     budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
     state = RunState()
     if reference is not None:  # its cost is on this run's clock, as its own phase
         state.phases["reference"] = state.train_clock = state.last_eval_clock = state.earlier_seconds = reference.seconds
     if resume:
         _load_checkpoint(run_dir, arm, state, parts, device)
-    loader.add_batch_hook(lambda d: state.record(d, workload.noisy))
+    loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
     compiled = compiling.counts() if recipe.compile else None
 
     def finish(status: str) -> dict[str, Any]:
-        return _finish(workload, recipe, sift, loader, arm, status, state, started, device, run_dir, compiled)
+        return _finish(workload, recipe, sift, loader, arm, status, state, started, device, run_dir, compiled, reference)
 
     def evaluate_now(reason: str) -> None:
         t0 = time.perf_counter()
@@ -274,7 +295,9 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                                                      recipe.optim.warmup_fraction, recipe.optim.schedule)
                     for group in optimizer.param_groups:
                         group["lr"] = lr
-                    teacher0 = getattr(train_loss, "seconds", 0.0)
+                    teacher0, taught0 = getattr(train_loss, "seconds", 0.0), getattr(train_loss, "samples", 0)
+                    if recipe.distill is not None:
+                        train_loss.indices = loader.last_indices
                     losses, fb, opt = train_step(forward, model, batch, train_loss, optimizer, scaler, recipe, device,
                                                  loader.last_weights)
                     loader.record(losses)
@@ -282,7 +305,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                         teacher = train_loss.seconds - teacher0
                         state.phases["teacher"] = state.phases.get("teacher", 0.0) + teacher
                         fb -= teacher
-                        state.teacher_samples += len(batch["labels"])
+                        state.teacher_samples += train_loss.samples - taught0  # forwards, not cache hits
                     state.phases["forward_backward"] += fb
                     state.phases["optimizer"] += opt
                     state.train_clock += fb + opt + (teacher if recipe.distill is not None else 0.0)
@@ -340,12 +363,15 @@ def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log
 
 
 def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader: Any, arm: str, status: str, state: RunState,
-            started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None) -> dict[str, Any]:
+            started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None,
+            reference: Reference | None = None) -> dict[str, Any]:
     """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
     rank's are merged (:func:`~siftcli.analysis.merge_ranks`) and every rank returns the same: what a caller
     decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""
     out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
                         device, parallel.world())
+    # what this run paid is what its clock holds (a resumed run read the reference again, at no cost to it)
+    out["reference"] = {**reference.summary(), "paid_seconds": state.phases.get("reference", 0.0)} if reference else None
     if compiled is not None:  # what torch.compile did during this run (graphs, compilations, eager fallbacks)
         out["compile"] = {**compiling.since(compiled), "pad_to_multiple_of": recipe.pad_multiple}
     if parallel.active():
@@ -389,7 +415,7 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
                 logits = model(**batch).logits.float()
             total_loss += float(loss_from_logits(logits, labels, kind.default_loss).sum())
             count += labels.shape[0]
-            if kind.metric == "accuracy":
+            if METRICS[kind.metric].counts_correct:
                 correct += int((logits.argmax(-1) == labels).sum())
     finally:
         model.train(was_training)
@@ -399,13 +425,12 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
         total_loss, correct_sum, count_sum = sum_over_ranks([total_loss, float(correct), float(count)], device)
         correct, count = int(correct_sum), int(count_sum)
     mean_loss = total_loss / max(1, count)
-    metric = {"accuracy": correct / max(1, count), "mse": mean_loss, "perplexity": math.exp(min(mean_loss, 50.0))}[kind.metric]
-    return {"loss": mean_loss, kind.metric: metric}
+    return {"loss": mean_loss, kind.metric: METRICS[kind.metric].value(mean_loss, correct, count)}
 
 
 # -- checkpoints: the state, whole, beside the parts that carry their own state_dict ----------------
 #: Parts each rank holds its own of (its shard's loader state); the rest are the same on every rank.
-PER_RANK = ("loader",)
+PER_RANK = ("loader", "teacher")  # the teacher's cache holds this rank's shard
 
 
 def _save_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dict[str, Any], started: float) -> None:
@@ -416,7 +441,7 @@ def _save_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dic
     t0 = time.perf_counter()
     saved = asdict(state)
     saved["earlier_seconds"] += t0 - started  # what a resumed process adds its own time to
-    mine = {"state": saved, "rng": _rng_state(), **{name: parts[name].state_dict() for name in PER_RANK}}
+    mine = {"state": saved, "rng": _rng_state(), **{name: parts[name].state_dict() for name in PER_RANK if name in parts}}
     optimizer = parts["optimizer"]
     if parallel.active() and hasattr(optimizer, "consolidate_state_dict"):  # ZeRO: every rank's shard to rank 0
         optimizer.consolidate_state_dict(to=0)

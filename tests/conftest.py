@@ -70,3 +70,9 @@ def tiny_recipe(tmp_path: Path, text_csv: Path):
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own reference cache: a test never reads another's references (or the user's)."""
+    monkeypatch.setenv("SIFTCLI_CACHE", str(tmp_path_factory.mktemp("cache")))

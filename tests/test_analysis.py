@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from siftcli.analysis import compare_pair, summarise_seeds, target_for, time_to_target, verdict
+from siftcli.analysis import compare_pair, paired, summarise_seeds, target_for, time_to_target, verdict
 
 
 def _run(arm: str, curve: list[tuple[float, float]], seconds: float, keep: float | None = None) -> dict:
@@ -35,41 +35,56 @@ def test_loss_like_metrics_count_lower_as_better() -> None:
 def test_ratio_is_against_the_baselines_own_time_to_target() -> None:
     base = _run("baseline", [(10, 0.85), (20, 0.90), (100, 0.90)], 100)
     sift = _run("sifted", [(15, 0.85), (30, 0.90), (70, 0.90)], 70, keep=0.5)
-    pair = compare_pair(base, sift)
+    pair = compare_pair({"baseline": base, "sifted": sift})
     assert pair["equal_epoch_ratio"] == pytest.approx(0.7)
     assert pair["time_to_target_ratio"] == pytest.approx(1.5)  # not 30/100: that would flatter sifting
     text = verdict(pair, sift["sift"])
-    assert "did not reach the target sooner" in text and "fewer steps" in text
+    assert "did not reach the target sooner" in text and "got there at 0.2 of its run" in text
 
 
 def test_verdict_reports_a_real_win_and_a_never_reached_target() -> None:
     base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
     fast = _run("sifted", [(10, 0.87), (20, 0.90), (60, 0.901)], 60, keep=0.5)
-    assert "reached the target in 0.50x" in verdict(compare_pair(base, fast), fast["sift"])
+    assert "reached the target in 0.50x" in verdict(compare_pair({"baseline": base, "sifted": fast}), fast["sift"])
     slow = _run("sifted", [(10, 0.80), (60, 0.85)], 60, keep=0.5)
-    assert "never reached the target" in verdict(compare_pair(base, slow), slow["sift"])
+    assert "never reached the target" in verdict(compare_pair({"baseline": base, "sifted": slow}), slow["sift"])
 
 
 def test_equal_time_baseline_that_matches_is_called_out() -> None:
     base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
     sift = _run("sifted", [(10, 0.87), (20, 0.90), (60, 0.90)], 60, keep=0.5)
     eq = _run("equal-time", [(30, 0.88), (60, 0.901)], 60)
-    pair = compare_pair(base, sift, equal_time=eq)
-    assert pair["sifted_minus_equal_time"] == pytest.approx(-0.1)
-    assert "equal-time baseline matched or beat" in verdict(pair, sift["sift"])
+    pair = compare_pair({"baseline": base, "sifted": sift, "equal-time": eq})
+    assert pair["vs"]["equal-time"]["diff"] == pytest.approx(-0.1)
+    assert verdict(pair, sift["sift"]).startswith("Train less: a baseline given the sifted run's time did as well")
 
 
 def test_seed_summary_flags_noise() -> None:
-    pairs = [{"metric_delta": d, "time_to_target_ratio": r} for d, r in ((0.3, 0.7), (-0.4, 0.9), (0.1, 0.8))]
+    pairs = [{"metric_delta": d, "time_to_target_ratio": r} for d, r in ((0.3, 0.7), (-0.4, 0.9), (0.1, 0.8), (0.2, 0.8), (-0.1, 0.8))]
     summary = summarise_seeds(pairs)
-    assert summary["metric_delta"]["within_noise"] is True
+    assert summary["metric_delta"]["status"] == "within noise" and summary["metric_delta"]["within_noise"] is True
     assert summary["time_to_target_ratio"]["mean"] == pytest.approx(0.8)
+
+
+def test_paired_statistics_need_five_seeds_and_a_spread() -> None:
+    # identical per-seed results (std 0) used to make any positive mean "beat": now it is too few seeds to say
+    assert paired([25.0] * 5)["status"] == "too few seeds" and not paired([25.0] * 5)["beats"]
+    assert paired([3.0, 4.0, 5.0])["status"] == "too few seeds"  # clear, but only 3 seeds
+    clear = paired([3.0, 4.0, 5.0, 3.5, 4.5])
+    assert clear["status"] == "beats" and clear["se"] == pytest.approx(0.3536, abs=1e-3)
+    # 95% Student-t with 4 degrees of freedom: 2.776 SE, wider than 2 SE
+    assert clear["ci95"][0] == pytest.approx(4.0 - 2.776 * clear["se"], abs=1e-3)
+    assert paired([-3.0, -4.0, -5.0, -3.5, -4.5])["status"] == "loses"
+    # beyond two SE but not beyond the t interval: within noise
+    edge = [1.0, 0.1, 2.0, 0.3, 1.6]
+    stat = paired(edge)
+    assert stat["mean"] > 2 * stat["se"] and stat["ci95"][0] < 0 and stat["status"] == "within noise"
 
 
 def test_verdict_over_seeds_says_when_only_some_seeds_reached_the_target() -> None:
     pairs = [{"metric_delta": d, "time_to_target_ratio": r} for d, r in ((0.1, 1.4), (-0.8, None), (0.5, 0.6))]
     summary = summarise_seeds(pairs)
-    pair = {"metric": "accuracy", "sifted_time_to_target": None, "target": 0.88, "time_to_target_ratio": None}
+    pair = {"metric": "accuracy", "sifted_time_to_target": None, "target": 0.88, "time_to_target_ratio": None, "vs": {}}
     text = verdict(pair, {"beta": 1.0}, summary)
     assert "only 2 of 3 seeds (time-to-target ratio 1.00 where it did)" in text
     assert "never reached" not in text
@@ -81,14 +96,33 @@ def test_verdict_leads_with_the_honest_opponents() -> None:
     sift = _run("sifted", [(20, 0.60), (30, 0.77)], 30, keep=0.25)
     equal = _run("equal-time", [(30, 0.63)], 30)
     rand = _run("random-keep", [(28, 0.55)], 28, keep=0.25)
-    pair = compare_pair(base, sift, 0.5, equal, rand)
-    assert pair["sifted_minus_equal_time"] == pytest.approx(14.0) and pair["sifted_minus_random"] == pytest.approx(22.0)
+    pair = compare_pair({"baseline": base, "sifted": sift, "equal-time": equal, "random-keep": rand}, 0.5)
+    assert pair["vs"]["equal-time"]["diff"] == pytest.approx(14.0) and pair["vs"]["random-keep"]["diff"] == pytest.approx(22.0)
     text = verdict(pair, sift["sift"])
-    assert text.startswith("Sifting beat a baseline given the same time (+14.00 points)")
-    assert "selection beat keeping the same fraction at random (+22.00 points)" in text
-    assert "fewer steps" not in text and "ended +13.00 points above the full baseline" in text
-    # over seeds, "beat" needs more than two standard errors
-    pairs = [dict(pair, sifted_minus_equal_time=v) for v in (3.0, -2.0, 2.0)]
-    summary = summarise_seeds(pairs)
-    assert summary["sifted_minus_equal_time"]["within_noise"] and not summary["sifted_minus_equal_time"]["beats"]
-    assert verdict(pairs[0], sift["sift"], summary).startswith("Train less")
+    # one seed is never a win, however large
+    assert text.startswith("Against a baseline given the same time: ahead on one seed, too few seeds to tell (+14.00 points)")
+    assert "against keeping the same fraction at random: ahead on one seed, too few seeds to tell (+22.00 points)" in text
+    assert "it ended +13.00 points from the full baseline (one seed)" in text
+    # over five seeds, "beat" needs the paired t interval above zero
+    noisy = [dict(pair, vs={**pair["vs"], "equal-time": {"diff": v}}) for v in (3.0, -2.0, 2.0, 1.0, -1.0)]
+    summary = summarise_seeds(noisy)
+    assert summary["vs"]["equal-time"]["status"] == "within noise"
+    assert "gainst a baseline given the same time: within noise (+0.60 points ± 0.93 SE over 5 seeds)" in verdict(
+        noisy[0], sift["sift"], summary)
+    clear = [dict(pair, vs={**pair["vs"], "equal-time": {"diff": v}}) for v in (-3.0, -2.0, -2.5, -3.5, -2.8)]
+    assert verdict(clear[0], sift["sift"], summarise_seeds(clear)).startswith("Train less")
+
+
+def test_pairs_compare_against_every_arm_that_ran_and_metrics_with_their_direction() -> None:
+    base = _run("baseline", [(10, 0.80)], 40)
+    sift = _run("sifted", [(10, 0.82)], 20, keep=0.5)
+    static = _run("static-filter", [(10, 0.83)], 18)
+    static["reference"] = {"paid_seconds": 0.0, "build_seconds": 6.0, "cached": True}
+    pair = compare_pair({"baseline": base, "sifted": sift, "static-filter": static})
+    assert set(pair["vs"]) == {"baseline", "static-filter"}
+    assert pair["vs"]["static-filter"]["diff"] == pytest.approx(-1.0)
+    assert pair["vs"]["static-filter"]["paid_ratio"] == pytest.approx(24 / 40)  # the cached reference, paid in full
+    assert verdict(pair, sift["sift"]).startswith("Filter once instead")
+    ppl = {**base, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 10.0}}
+    better = {**sift, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 9.0}}
+    assert compare_pair({"baseline": ppl, "sifted": better})["metric_delta"] == pytest.approx(1.0)  # lower is better: +1

@@ -60,7 +60,14 @@ def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path) -> None
     assert f"{runs['baseline']['train_seconds']:.1f}" in result.output
     assert f"{runs['sifted']['train_seconds']:.1f}" in result.output
     assert runs["baseline"]["optimizer_steps"] > runs["sifted"]["optimizer_steps"]
-    from siftcli.runner import equal_time_steps
+    table = result.output[: result.output.index("what sifting bought")]
+    for arm, run in runs.items():  # every arm's column holds its own numbers, as in compare.json
+        for shown in (f"{run['train_seconds']:.1f}", str(run["optimizer_steps"]), f"{run['final']['accuracy']:.4f}",
+                      str(run["samples_trained"])):
+            assert shown in table, (arm, shown)
+    diff = 100 * (runs["sifted"]["final"]["accuracy"] - runs["equal-time"]["final"]["accuracy"])
+    assert f"{diff:+.2f} points" in result.output and data["pairs"][0]["vs"]["equal-time"]["diff"] == pytest.approx(diff)
+    from siftcli.arms import equal_time_steps
 
     # the equal-time baseline gets the sifted run's wall-clock in steps (more than the baseline's, if sifting was slower)
     assert runs["equal-time"]["optimizer_steps"] == equal_time_steps(runs["baseline"], runs["sifted"])
@@ -71,13 +78,20 @@ def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path) -> None
     assert f"{runs['sifted']['train_seconds']:.1f}" in again.output
 
 
-def test_compare_over_seeds_reports_spread(tiny_recipe, tmp_path: Path) -> None:
+def test_compare_over_seeds_gives_each_seed_its_own_weights_and_split(tiny_recipe, tmp_path: Path) -> None:
     out = tmp_path / "cmp"
-    result = runner.invoke(app, ["compare", str(tiny_recipe(epochs=1)), "-o", str(out), "-q", "--seeds", "2"])
+    result = runner.invoke(app, ["compare", str(tiny_recipe(epochs=1)), "-o", str(out), "-q", "--seeds", "2", "--quick"])
     assert result.exit_code == 0, result.output
     data = json.loads((out / "compare.json").read_text())
-    assert data["seeds_summary"]["seeds"] == 2 and len(data["pairs"]) == 2
-    assert "over 2 seeds" in result.output
+    assert data["seeds_summary"]["seeds"] == 2 and len(data["pairs"]) == 2 and data["arms"] == ["baseline", "sifted"]
+    first_eval = [json.loads((out / f"seed{s}" / "baseline" / "log.jsonl").read_text().splitlines()[0]) for s in (0, 1)]
+    losses = [[m["curve"][0]["loss"] for m in (json.loads((out / f"seed{s}" / a / "metrics.json").read_text())
+                                                for a in ("baseline", "sifted"))] for s in (0, 1)]
+    assert first_eval[0]["loss"] != first_eval[1]["loss"]  # seed 1 starts from other weights (or another split)
+    assert losses[0][0] != losses[1][0]
+    values = data["seeds_summary"]["metric_delta"]["values"]
+    assert len(values) == 2 and data["seeds_summary"]["metric_delta"]["status"] == "too few seeds"
+    assert "over 2 seeds" in result.output and "too few seeds" in result.output
 
 
 def test_sweep_beta_grid_through_the_cli(tiny_recipe, tmp_path: Path) -> None:

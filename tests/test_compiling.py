@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from siftcli import compiling
-from siftcli.builders import PadCollator, build_workload
+from siftcli.builders import build_workload
 from siftcli.config import validate_recipe
+from siftcli.rows import PadCollator
 from siftcli.sift.batching import Packer, bucket, trim_padding
 from siftcli.train import train
 from tests.conftest import tiny_recipe_dict

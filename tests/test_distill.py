@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from siftcli.builders import build_workload, save_model
 from siftcli.cli import app
 from siftcli.config import validate_recipe
-from siftcli.distill import kd_loss
+from siftcli.distill import TeacherCache, kd_loss
 from siftcli.models import build_model
 from siftcli.runner import run_train
 from tests.conftest import TINY_BERT, tiny_recipe_dict
@@ -51,7 +51,8 @@ def teacher_dir(tmp_path: Path, text_csv: Path) -> Path:
 
 def test_the_teacher_runs_once_per_kept_sample_and_never_on_dropped_ones(tmp_path: Path, text_csv: Path,
                                                                          teacher_dir: Path) -> None:
-    recipe = validate_recipe(tiny_recipe_dict(text_csv, distill={"teacher": str(teacher_dir), "temperature": 2.0, "alpha": 0.5},
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, distill={"teacher": str(teacher_dir), "temperature": 2.0, "alpha": 0.5,
+                                                                 "cache": False},
                                               **{"sift.beta": 2.0, "sift.sift_delay": 2}))
     workload = build_workload(recipe)
     seen: list[int] = []
@@ -103,3 +104,42 @@ def test_a_saved_student_reloads_with_identical_predictions(tmp_path: Path, text
     inputs = {k: v for k, v in batch.items() if k != "labels"}
     with torch.no_grad():
         assert torch.equal(reloaded(**inputs).logits, workload.model.eval()(**inputs).logits)
+
+
+def test_the_cache_runs_the_teacher_once_per_sample_and_trains_as_without_it(tmp_path: Path, text_csv: Path,
+                                                                           teacher_dir: Path) -> None:
+    weights = {}
+    counts = {}
+    for cache in (False, True):
+        recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=3, distill={"teacher": str(teacher_dir), "cache": cache},
+                                                  **{"sift.enabled": False}))
+        workload = build_workload(recipe)
+        seen: list[int] = []
+        workload.teacher.register_forward_hook(lambda m, a, k, out, seen=seen: seen.append(k["input_ids"].shape[0]), with_kwargs=True)
+        _, m = run_train(recipe, output=str(tmp_path / f"run-{cache}"), workload=workload, sift=False)
+        weights[cache] = {k: v.clone() for k, v in workload.model.state_dict().items()}
+        counts[cache] = (sum(seen), m["samples_teacher"], m["samples_trained"], len(workload.train_data))
+    assert counts[False][0] == counts[False][1] == counts[False][2] == 3 * counts[False][3]  # every sample, every epoch
+    assert counts[True][0] == counts[True][1] == counts[True][3]  # each sample once
+    # the same training: the cached outputs are the teacher's own (up to float error from other batch shapes)
+    assert all(torch.allclose(weights[False][k], weights[True][k], atol=1e-5) for k in weights[False])
+
+
+def test_cache_keeps_outputs_exactly_top_k_keeps_the_mass_and_large_caches_spill_to_a_file(tmp_path: Path) -> None:
+    log_p = torch.log_softmax(torch.randn(6, 10), dim=-1)
+    idx = torch.tensor([5, 1, 3, 0, 2, 4])
+    full = TeacherCache(6, 10)
+    full.put(idx, log_p)
+    assert torch.equal(full.get(idx), log_p) and bool(full.lookup(idx).all())
+    top = TeacherCache(6, 10, top_k=3)
+    top.put(idx, log_p)
+    got = top.get(idx)
+    assert torch.allclose(got.exp().sum(-1), torch.ones(6), atol=1e-5)  # a distribution still
+    best = log_p.topk(3, dim=-1)
+    assert torch.allclose(got.gather(1, best.indices), best.values)  # the top k exact
+    spilled = TeacherCache(6, 10, memory_bytes=16, spill_dir=tmp_path)
+    spilled.put(idx[:3], log_p[:3])
+    assert spilled.spilled is not None and spilled.spilled.exists() and torch.equal(spilled.get(idx[:3]), log_p[:3])
+    again = TeacherCache(6, 10)
+    again.load_state_dict(full.state_dict())  # a resumed run keeps its cache
+    assert torch.equal(again.get(idx), log_p)

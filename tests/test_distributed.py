@@ -77,6 +77,7 @@ def _run(tmp_path: Path, uneven: bool = False) -> list[dict]:
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
 
 
+@pytest.mark.slow
 def test_every_mode_yields_equal_batches_with_one_global_history(tmp_path: Path) -> None:
     ranks = _run(tmp_path)
     for name in MODES:
@@ -94,6 +95,7 @@ def test_every_mode_yields_equal_batches_with_one_global_history(tmp_path: Path)
         assert ranks[0][name]["kept"] == ranks[1][name]["kept"], name
 
 
+@pytest.mark.slow
 def test_ranks_with_different_numbers_of_raw_batches_fail_together_instead_of_hanging(tmp_path: Path) -> None:
     ranks = _run(tmp_path, uneven=True)
     for name in MODES:

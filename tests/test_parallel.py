@@ -50,6 +50,7 @@ def _metrics(folder: Path) -> dict:
     return json.loads((folder / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_sifted_zero_run_interrupted_on_one_rank_resumes_to_the_uninterrupted_weights(tmp_path: Path, text_csv: Path) -> None:
     # rank 1's losses are 100x smaller (dist_losses.skewed): against the one global ranking it keeps far fewer
     recipe = str(_recipe(tmp_path, text_csv, loss="dist_losses:skewed", **{"optim.zero": True}))
@@ -89,6 +90,7 @@ def test_sifted_zero_run_interrupted_on_one_rank_resumes_to_the_uninterrupted_we
     assert steps and len(steps) == len(set(steps))  # one writer: no step logged twice
 
 
+@pytest.mark.slow
 def test_compare_under_torchrun_runs_every_arm_in_step(tmp_path: Path, text_csv: Path) -> None:
     recipe = str(_recipe(tmp_path, text_csv))
     out = torchrun("compare", recipe, "-o", "cmp", "-q", "--equal-time", cwd=tmp_path)
@@ -118,6 +120,7 @@ def test_sweep_refuses_torchrun_and_a_half_set_environment_is_one_line(tiny_reci
 
 
 @pytest.mark.parametrize("mode", ["probabilistic", "infobatch"])
+@pytest.mark.slow
 def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> None:
     """SiftingTrainer launched on 2 processes: accelerate's sharded loader, sifted, memory scoring, no hang."""
     env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
@@ -132,6 +135,7 @@ def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> 
     assert all(r["raw"] == 96 and 0 < r["kept"] < 96 and r["indices"] for r in ranks)  # 48 rows per rank, 2 epochs
 
 
+@pytest.mark.slow
 def test_a_nan_loss_on_one_rank_and_a_folder_error_on_rank_0_end_every_rank_with_one_line(tmp_path: Path, text_csv: Path) -> None:
     recipe = str(_recipe(tmp_path, text_csv, loss="dist_losses:skewed"))
     nan = torchrun("train", recipe, "-o", "nan", "-q", cwd=tmp_path, nan_at=4)  # rank 1's 4th training loss only

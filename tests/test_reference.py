@@ -43,3 +43,57 @@ def test_reference_recipe_takes_its_own_epochs_and_lr(text_csv: Path) -> None:
     recipe = validate_recipe(tiny_recipe_dict(text_csv, max_steps=5, **{"sift.reference.lr": 0.01, "sift.reference.epochs": 2}))
     r = reference_recipe(recipe)
     assert (r.epochs, r.optim.lr, r.max_steps, r.sift.enabled, r.eval.per_epoch) == (2, 0.01, None, False, False)
+
+
+def test_a_holdout_reference_is_built_once_cached_by_key_and_reused(text_csv: Path, monkeypatch) -> None:
+    from siftcli.reference import cache_key, reference_for
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
+                                                            "sift.reference.holdout_fraction": 0.2}))
+    workload = build_workload(recipe)
+    assert len(workload.holdout_data) == round(0.2 * 120) and len(workload.train_data) == 120 - 24  # no arm trains on it
+    built, runs = reference_for(workload, recipe)
+    assert not built.cached and len(runs) == 1 and built.build_seconds == built.seconds > 0
+    trained: list[int] = []
+    monkeypatch.setattr(reference_mod, "train", lambda *a, **k: trained.append(1))  # a cache hit trains nothing
+    again, runs = reference_for(build_workload(recipe), recipe)
+    assert again.cached and not trained and runs == [] and torch.equal(again.losses, built.losses)
+    assert again.summary()["build_seconds"] == built.seconds and again.seconds < built.seconds
+    other = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
+                                                           "sift.reference.holdout_fraction": 0.2, "seed": 1}))
+    assert cache_key(build_workload(other), other) != cache_key(workload, recipe)
+
+
+def test_reference_kinds_are_checked_in_the_recipe(text_csv: Path) -> None:
+    import pytest
+
+    from siftcli.errors import SiftcliError
+
+    for changes, expected in (({"sift.reference.kind": "holdout"}, "exactly one of holdout_source"),
+                              ({"sift.reference.holdout_fraction": 0.1}, "go with kind holdout"),
+                              ({"sift.reference.kind": "model"}, "kind model needs model")):
+        with pytest.raises(SiftcliError, match=expected):
+            validate_recipe(tiny_recipe_dict(text_csv, **changes))
+
+
+def test_reference_scoring_decides_every_batch_without_a_forward(text_csv: Path) -> None:
+    from siftcli.builders import build_train_loader, sift_config
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.sift_delay": 0,
+                                                            "sift.mode": "calibrated", "sift.keep_fraction": 0.25}))
+    workload = build_workload(recipe)
+    n = len(workload.train_data)
+    losses = torch.zeros(n)
+    losses[: n // 4] = -5.0  # the first quarter: what the reference finds learnable (low loss), ranked highest
+    calls: list[int] = []
+    real = workload.loss_fn
+    workload.loss_fn = lambda model, batch: calls.append(1) or real(model, batch)
+    cfg = sift_config(recipe, n, beta=8.0)
+    loader = build_train_loader(workload, recipe, cfg, workload.model, torch.device("cpu"), losses)
+    kept: list[int] = []
+    loader.add_batch_hook(lambda d: kept.extend(d.indices[d.mask].tolist()))
+    for _ in loader:
+        pass
+    assert not calls and loader.stats.scored_samples == 0  # a table, never a scoring forward
+    assert 0.2 <= len(kept) / n <= 0.3
+    assert sum(i < n // 4 for i in kept) / len(kept) > 0.6  # mostly the low-reference-loss quarter

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from siftcli.analysis import summarise_seeds
 from siftcli.report import compare_view, run_table, sweep_view
 
 
@@ -32,11 +33,12 @@ def test_compare_view_has_every_arm_and_the_two_values() -> None:
     runs = {"baseline": _run("baseline", 20.0, 0.80, noise=0.2), "sifted": _run("sifted", 11.0, 0.84, keep=0.3, noise=0.05),
             "equal-time": _run("equal-time", 11.5, 0.82, noise=0.2), "random-keep": _run("random-keep", 10.5, 0.79, keep=0.3, noise=0.2)}
     pair = {"seed": 0, "target_drop": 0.5, "speedup": 1.8, "equal_epoch_ratio": 0.55, "metric_delta": 4.0, "target": 0.795,
-            "equal_time_metric": 0.82, "sifted_minus_equal_time": 2.0, "random_keep_metric": 0.79, "sifted_minus_random": 5.0}
-    summary = {"seeds": 3, "sifted_minus_random": {"mean": 5.0, "std": 1.0, "n": 3, "values": [4.0, 5.0, 6.0], "beats": True}}
-    text = _render(compare_view({"runs": [runs], "pairs": [pair, pair, pair], "seeds_summary": summary, "verdict": "v."}))
-    for expected in ("random-keep", "value of the trade (sifted − equal-time)", "+2.00 pts", "value of selection", "+5.00 pts",
-                     "flipped labels among kept", "5.0%", "sifted − random-keep", "(> 2 SE)", "Verdict: v."):
+            "vs": {"equal-time": {"diff": 2.0}, "random-keep": {"diff": 5.0}}}
+    summary = summarise_seeds([dict(pair, vs={"equal-time": {"diff": e}, "random-keep": {"diff": r}})
+                               for e, r in ((2.0, 4.0), (1.0, 5.0), (-1.0, 6.0), (0.5, 5.5), (1.5, 4.5))])
+    text = _render(compare_view({"runs": [runs], "pairs": [pair] * 5, "seeds_summary": summary, "verdict": "v."}))
+    for expected in ("random-keep", "sifted − equal-time (value of the trade)", "+2.00 points", "value of selection", "+5.00 points",
+                     "flipped labels among kept", "5.0%", "+5.00 ± 0.35 points", "beats", "within noise", "Verdict: v."):
         assert expected in text, expected
 
 

@@ -28,6 +28,7 @@ def _regression(tmp_path: Path, **changes):
         "epochs": 2, "data.label_column": "score", "eval.every_steps": 2, "sift.sift_delay": 0, **changes}))
 
 
+@pytest.mark.slow
 def test_budget_sweep_prunes_trials_early_and_answers_against_the_baseline_frontier(tmp_path: Path) -> None:
     recipe = _regression(tmp_path)
     space, grid = parse_space(recipe, betas="0.25,0.5,1,2,4,8,16", beta_range=None, params=None)
@@ -62,6 +63,7 @@ def test_pareto_front_is_non_dominated() -> None:
     assert low == {3}
 
 
+@pytest.mark.slow
 def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) -> None:
     recipe = _regression(tmp_path)
     space, _ = parse_space(recipe, betas=None, beta_range="0.5:4", params=["sift_delay_fraction=0:0.3"])

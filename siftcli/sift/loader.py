@@ -121,10 +121,11 @@ class SiftingDataLoader:
             raise ValueError("batch_size is unknown: pass batch_size= or wrap a DataLoader that has one")
         if precision not in ("fp32", "bf16", "fp16", "auto"):
             raise ValueError(f"precision must be fp32, bf16, fp16 or auto, got {precision!r}")
-        if (self.config.score == "reducible") != (reference_losses is not None):
-            raise ValueError("score='reducible' and reference_losses go together: pass both or neither")
+        if (self.config.score in ("reducible", "reference")) != (reference_losses is not None):
+            raise ValueError(f"score={self.config.score!r}: reference_losses go with score 'reducible' or 'reference' only")
         self.device = torch.device(device) if device is not None else _model_device(model)
-        self.scorer = Scorer(model, loss_fn, self.device, scoring_precision(precision, self.device, "fp32"), reference_losses)
+        self.scorer = Scorer(model, loss_fn, self.device, scoring_precision(precision, self.device, "fp32"), reference_losses,
+                             self.config.score)
         self.indices = IndexTracker(dataloader)
         if self._needs_indices and not self.indices.available:
             raise ValueError(f"{self._needs_indices} needs sample indices: wrap a DataLoader over a map-style dataset")
@@ -162,7 +163,7 @@ class SiftingDataLoader:
     def _needs_indices(self) -> str | None:
         """The mode that needs each sample's dataset index, if any (named in errors)."""
         if self.scorer.reference_losses is not None:
-            return "reducible-loss scoring"
+            return f"score={self.config.score!r}"
         return "scoring='memory'" if self.config.scoring == "memory" else None
 
     @property
@@ -216,6 +217,11 @@ class SiftingDataLoader:
         weights = self._yielded[0]["weight"]
         return None if bool((weights == 1).all()) else weights
 
+    @property
+    def last_indices(self) -> torch.Tensor | None:
+        """Dataset indices of the oldest yielded batch not yet recorded (the one being trained on), where known."""
+        return self._yielded[0].get("index") if self._yielded else None
+
     def record(self, losses: torch.Tensor) -> None:
         """Remember the training forward's per-sample losses of a yielded batch by sample index: free scores
         for memory scoring. Call it once per yielded batch, in order (the oldest batch not yet recorded is
@@ -227,9 +233,13 @@ class SiftingDataLoader:
             raise ValueError("record() was called more often than batches were yielded: call it once per batch")
         meta = self._yielded.popleft()
         history_from_training = self.config.auto_delay or self.config.scoring == "memory"
-        if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
-            self.sifter.observe(losses[meta["delayed"].to(losses.device)])
         indices = meta.get("index")
+        if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
+            delayed = meta["delayed"].to(losses.device)
+            # the history holds what is ranked, never a mix: reducible (or reference) scores where those are ranked
+            part = None if indices is None else indices[meta["delayed"]]
+            if self.scorer.reference_losses is None or part is not None:
+                self.sifter.observe(self.scorer.scores(losses[delayed].float().cpu(), part))
         if indices is None:
             return
         if losses.numel() != indices.numel():
@@ -266,7 +276,8 @@ class SiftingDataLoader:
         """Decisions from memory are made at the sampler, so dropped samples are never fetched:
         memory scoring over a map-style ``DataLoader`` in a single process (across ranks every decision
         must meet the others' at the same point, which only the per-raw-batch path guarantees)."""
-        return self.config.scoring == "memory" and self.config.needs_scores and self.indices.available and world_size() < 2
+        by_table = self.config.scoring == "memory" or self.config.score == "reference"  # reference: a table, no forward
+        return by_table and self.config.needs_scores and self.indices.available and world_size() < 2
 
     def __iter__(self) -> Iterator[Any]:
         if self._active and not self._resume_mid_epoch:
@@ -332,8 +343,8 @@ class SiftingDataLoader:
                 raise RuntimeError("the data order on resume differs from the interrupted run's (was the sampler reseeded?)")
         else:
             entry = _Entry(torch.tensor(batch, dtype=torch.long))
-            if not self._keeps_all() and bool(self.memory.known(entry.raw, self.epoch, self.config.memory_max_age).all()):
-                entry.losses = self.memory.read(entry.raw)
+            if not self._keeps_all() and self._decidable(entry.raw):
+                entry.losses = self._known_losses(entry.raw)
                 entry.scores = self.scorer.scores(entry.losses, entry.raw)
                 entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel())
         self._inflight.append(entry)
@@ -341,6 +352,18 @@ class SiftingDataLoader:
             return list(batch)
         fetch = entry.raw[entry.mask].tolist()
         return fetch or None
+
+    def _decidable(self, indices: torch.Tensor) -> bool:
+        """Whether a raw batch can be decided without a forward: by the reference table, or all remembered."""
+        if self.config.score == "reference":
+            return True
+        return bool(self.memory.known(indices, self.epoch, self.config.memory_max_age).all())
+
+    def _known_losses(self, indices: torch.Tensor) -> torch.Tensor:
+        """What is known of these samples without a forward: their reference losses (score reference) or memory."""
+        if self.config.score == "reference":
+            return self.scorer.reference_losses[indices].clone()
+        return self.memory.read(indices)
 
     def _account_dropped(self) -> None:
         """Raw batches decided at the sampler with nothing kept, in order, up to the next fetched one."""
@@ -401,6 +424,8 @@ class SiftingDataLoader:
     def _losses(self, raw: Any, indices: torch.Tensor | None, n: int) -> tuple[torch.Tensor, int]:
         """The batch's losses and how many needed a scoring forward (all, or in memory mode the unknown ones)."""
         todo = None
+        if self.config.score == "reference" and indices is not None:  # the reference's table: no forward
+            return self._known_losses(indices), 0
         if self.config.scoring == "memory" and indices is not None:
             todo = (~self.memory.known(indices, self.epoch, self.config.memory_max_age)).nonzero().flatten()
             if todo.numel() == 0:

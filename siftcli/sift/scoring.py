@@ -33,7 +33,7 @@ class Scorer:
     """
 
     def __init__(self, model: torch.nn.Module, loss_fn: PerSampleLoss, device: torch.device, precision: str = "fp32",
-                 reference_losses: torch.Tensor | None = None) -> None:
+                 reference_losses: torch.Tensor | None = None, score: str = "reducible") -> None:
         self.model = model
         self.loss_fn = loss_fn
         self.device = device
@@ -41,6 +41,7 @@ class Scorer:
         self.precision = "fp32" if precision == "auto" else precision
         self.timings: dict[str, float] = {}  # auto: seconds of the fastest timed forward per candidate
         self.reference_losses = None if reference_losses is None else torch.as_tensor(reference_losses).float().flatten().cpu()
+        self.score = score  # with reference losses: ``reducible`` (loss minus reference) or ``reference`` (minus reference)
         self.seconds = 0.0
 
     def losses(self, raw: Any) -> torch.Tensor:
@@ -83,7 +84,8 @@ class Scorer:
         self.candidates = ()
 
     def scores(self, losses: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
-        """What the sifter ranks: the loss, or the loss minus the reference loss of the same samples."""
+        """What the sifter ranks: the loss, the loss minus the reference loss of the same samples, or (``score``
+        reference) minus the reference loss alone: the lowest reference losses rank highest."""
         if self.reference_losses is None:
             return losses
         if indices is None:
@@ -91,4 +93,6 @@ class Scorer:
         if int(indices.max()) >= self.reference_losses.numel():
             raise ValueError(f"reference_losses holds {self.reference_losses.numel()} values but the data has index "
                              f"{int(indices.max())}; pass one reference loss per training sample")
+        if self.score == "reference":
+            return -self.reference_losses[indices]
         return losses - self.reference_losses[indices]

@@ -13,7 +13,8 @@ import torch
 from siftcli.sift import algorithm
 
 Mode = Literal["probabilistic", "calibrated", "infobatch", "random", "all"]
-Score = Literal["loss", "reducible"]
+Score = Literal["loss", "reducible", "reference"]
+SCORES = ("loss", "reducible", "reference")
 MODES = ("probabilistic", "calibrated", "infobatch", "random", "all")
 #: With ``sift_delay="auto"``, one raw batch in this many is scored during the delay: it measures the
 #: scoring cost ``s`` (the start rule needs it) and, for loops that do not call ``record()``, the gain.
@@ -45,8 +46,10 @@ class SiftConfig:
       in the loss (:func:`~siftcli.sift.algorithm.infobatch_keep`); the loader hands the weights out.
     - ``anneal_fraction``: the last fraction of the run (in raw batches; the loader must be told the
       number of epochs) keeps everything, with every rule (InfoBatch's full-data finish).
-    - ``score``: what is ranked: ``loss``, or ``reducible`` (loss minus a reference model's loss on the
-      same sample; the loader needs ``reference_losses`` and sample indices).
+    - ``score``: what is ranked: ``loss``; ``reducible`` (loss minus a reference model's loss on the
+      same sample; the loader needs ``reference_losses`` and sample indices); or ``reference``: minus the
+      reference's loss alone (a reference trained toward the target keeps what it finds learnable and relevant),
+      which needs no scoring forward at all: every raw batch is decided at the sampler.
     - ``keep_fraction``: the kept fraction for ``calibrated`` and ``random`` instead of ``1/(1+beta)``.
     - ``scoring``: ``fresh`` runs a scoring forward on every raw batch; ``memory`` decides samples
       whose loss is remembered (from the training forward or an earlier scoring pass, see
@@ -86,8 +89,8 @@ class SiftConfig:
             raise ValueError(f"anneal_fraction must be in [0, 1), got {self.anneal_fraction!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.score not in ("loss", "reducible"):
-            raise ValueError(f"score must be 'loss' or 'reducible', got {self.score!r}")
+        if self.score not in SCORES:
+            raise ValueError(f"score must be one of {', '.join(SCORES)}, got {self.score!r}")
         if self.scoring not in ("fresh", "memory"):
             raise ValueError(f"scoring must be 'fresh' or 'memory', got {self.scoring!r}")
         if self.memory_max_age is not None and int(self.memory_max_age) < 0:

@@ -3,13 +3,13 @@
 Recipe: recipes/gpu/bert-base-config-sst2.yaml (a BERT-base-sized model from config, so nothing is downloaded;
 SST-2 from ../shared/data, 67k training sentences, the 6,735-sentence dev set for evaluation). Steps:
 
-    python scripts/gpu_benchmark.py --prepare                # here: copy ../shared/data/sst2 to .gpu-data/ (ignored)
+    python -m benchmarks gpu --prepare                # here: copy ../shared/data/sst2 to .gpu-data/ (ignored)
     # on the GPU machine (the device tool; carry .gpu-data and write the run folders back through $OUT):
-    python scripts/gpu_benchmark.py --compile off --seeds 1 --copy-to "$OUT"
-    python scripts/gpu_benchmark.py --compile on --seeds 1 --copy-to "$OUT"
+    python -m benchmarks gpu --compile off --seeds 1 --copy-to "$OUT"
+    python -m benchmarks gpu --compile on --seeds 1 --copy-to "$OUT"
     # here, with the folders copied back under runs/gpu-benchmark/:
-    python scripts/gpu_benchmark.py --report-only            # the GPU section of docs/benchmarks.md
-    python scripts/gpu_benchmark.py --smoke                  # CPU, tiny model, a few hundred rows: checks this script
+    python -m benchmarks gpu --report-only            # the GPU section of docs/benchmarks.md
+    python -m benchmarks gpu --smoke                  # CPU, tiny model, a few hundred rows: checks this script
 
 Each ``--compile`` run is one ``siftcli compare --equal-time`` (baseline, sifted, a baseline given the sifted
 run's time) into runs/gpu-benchmark/{eager,compiled}; the report gives the GPU's name, s, a, the equal-epoch and
@@ -22,15 +22,13 @@ import argparse
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import mean_sd, write_section  # noqa: E402
+from benchmarks.common import mean_sd, write_section
+from benchmarks.harness import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "gpu" / "bert-base-config-sst2.yaml"
 DATA = ROOT / ".gpu-data" / "sst2"
 OUT = ROOT / "runs" / "gpu-benchmark"
@@ -101,7 +99,7 @@ def report(out: Path) -> list[str]:
     return [
         "## GPU: BERT-base from config on SST-2, eager and compiled (bf16)",
         "",
-        f"`python scripts/gpu_benchmark.py` on {device} ({time.strftime('%Y-%m-%d')}). Per `--compile` setting one "
+        f"`python -m benchmarks gpu` on {device} ({time.strftime('%Y-%m-%d')}). Per `--compile` setting one "
         "`siftcli compare --equal-time`; ratios are against that setting's own baseline; s is the scoring cost, a the "
         "achieved kept fraction; time-to-target is against the baseline's own time to its final accuracy − 0.5 points.",
         "",
@@ -113,7 +111,7 @@ def report(out: Path) -> list[str]:
     ]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prepare", action="store_true", help="copy ../shared/data/sst2 into .gpu-data/ and stop")
     parser.add_argument("--compile", choices=("on", "off"), help="run one compare with torch.compile on or off")
@@ -122,7 +120,7 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--copy-to", help="also copy the run folders here (the device tool's $OUT)")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.chdir(ROOT)  # the recipe names .gpu-data/ relative to the repo root
     if args.prepare:
         prepare()
@@ -132,7 +130,7 @@ def main() -> int:
     if not todo and not args.report_only:
         parser.error("give --compile on|off, --smoke, --report-only or --prepare")
     if todo and not (DATA / "train.tsv").exists():
-        parser.error(f"{DATA} is missing: run python scripts/gpu_benchmark.py --prepare first (and carry .gpu-data)")
+        parser.error(f"{DATA} is missing: run python -m benchmarks gpu --prepare first (and carry .gpu-data)")
     for setting in todo:
         run(setting == "on", args.seeds, args.smoke, out)
     section = report(out)

@@ -12,8 +12,8 @@ ranks' weights ended identical, and final accuracy over seeds. Writes the "Scale
 On a 2-core CPU two processes of one thread each share the same cores one process of two threads uses, so the
 wall-clock says what distribution costs, not what more hardware buys.
 
-    python scripts/scale_out.py             # 3 seeds (about 20 min on 2 CPU cores)
-    python scripts/scale_out.py --report-only
+    python -m benchmarks scale-out             # 3 seeds (about 20 min on 2 CPU cores)
+    python -m benchmarks scale-out --report-only
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, mean_sd, write_section  # noqa: E402
+from benchmarks.common import _cpu, mean_sd, write_section
+from benchmarks.harness import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "scale-out"
 ARMS = ("baseline", "sifted")
 
@@ -71,7 +70,7 @@ def report(by_procs: dict[int, dict[str, list[dict[str, Any]]]], seeds: int, wal
     lines = [
         "## Scale out: the default recipe on 1 and 2 torchrun processes (CPU, gloo)",
         "",
-        f"`python scripts/scale_out.py` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch {torch.__version__}, "
+        f"`python -m benchmarks scale-out` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch {torch.__version__}, "
         f"{seeds} seeds, {time.strftime('%Y-%m-%d')}). One process trains with batch 32; two processes with 16 each "
         "(`torchrun --standalone --nproc-per-node=2 --no-python siftcli compare --set batch_size=16`), so the global "
         "batch, the steps and the learning rate are the same. Both share the same 2 cores (two processes of one thread "
@@ -118,12 +117,12 @@ def report(by_procs: dict[int, dict[str, list[dict[str, Any]]]], seeds: int, wal
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--report-only", action="store_true", help="re-read finished runs and rewrite the section")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     saved = OUT / "walls.json"  # each compare's wall-clock, so --report-only can say it too
     walls: dict[int, float] = {int(k): v for k, v in json.loads(saved.read_text()).items()} if saved.exists() else {}
     by_procs = {}

@@ -9,8 +9,8 @@ Three sweeps of the same recipe on one machine, sharing one baseline frontier (t
 and writes the "Sweeps" section of docs/benchmarks.md: each sweep's trials (parameters, state, metric, wall-clock,
 where pruned), total trial-process wall-clock of budget against replay, the frontier and each recommendation.
 
-    python scripts/sweep_cost.py                 # 8 trials each (about 40 min on 2 CPU cores)
-    python scripts/sweep_cost.py --trials 4 --set epochs=1
+    python -m benchmarks sweep-cost                 # 8 trials each (about 40 min on 2 CPU cores)
+    python -m benchmarks sweep-cost --trials 4 --set epochs=1
 """
 
 from __future__ import annotations
@@ -24,10 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, write_section  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.common import _cpu, write_section
+from benchmarks.harness import ROOT  # noqa: E402
 
 
 def _sweep(recipe: Any, settings: Any, out: Path, frontier_from: Path | None) -> dict[str, Any]:
@@ -62,7 +60,7 @@ def report(results: dict[str, dict[str, Any]], argv: list[str], minutes: float) 
     lines = [
         "## Sweeps: Hyperband pruning and the baseline frontier (default recipe)",
         "",
-        f"Produced by `{' '.join(['python scripts/sweep_cost.py', *argv])}` ({minutes:.0f} min) on {platform.machine()}, "
+        f"Produced by `{' '.join(['python -m benchmarks sweep-cost', *argv])}` ({minutes:.0f} min) on {platform.machine()}, "
         f"{os.cpu_count()} CPU cores ({_cpu()}), torch {torch.__version__}, {time.strftime('%Y-%m-%d')}. One trial process at "
         "a time; accuracy in points; train s = training wall-clock (evaluation excluded); process s = the trial process "
         "end to end (start-up, model build, evaluation included).",
@@ -100,13 +98,13 @@ def report(results: dict[str, dict[str, Any]], argv: list[str], minutes: float) 
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--recipe", default=str(ROOT / "recipes" / "default.yaml"))
     parser.add_argument("--set", action="append", default=[], help="recipe override key=value")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.chdir(ROOT)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from siftcli.config import load_recipe

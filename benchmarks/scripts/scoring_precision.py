@@ -5,7 +5,7 @@ sequence lengths 7, 16, 48 and 128, in fp32 and under bf16 autocast, alternating
 lets a Scorer with ``precision="auto"`` choose on a real batch of the default recipe, as a run does. Writes the
 "Scoring precision" section of docs/benchmarks.md.
 
-    python scripts/scoring_precision.py        # about 1 minute
+    python -m benchmarks scoring-precision        # about 1 minute
 """
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, write_section  # noqa: E402
+from benchmarks.common import _cpu, write_section
+from benchmarks.harness import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 LENGTHS = (7, 16, 48, 128)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     import torch
 
     from siftcli.builders import build_workload
@@ -34,7 +32,7 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cpu = torch.device("cpu")
     workload = build_workload(load_recipe(ROOT / "recipes" / "default.yaml"))
     model = workload.model.eval()
@@ -62,7 +60,7 @@ def main() -> int:
     section = [
         "## Scoring precision on this CPU: what `sift.precision: auto` measures",
         "",
-        f"`python scripts/scoring_precision.py` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch "
+        f"`python -m benchmarks scoring-precision` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch "
         f"{torch.__version__}, {time.strftime('%Y-%m-%d')}): MiniLM-L6 scoring forward, batch 32, best of 3 rounds of 15.",
         "",
         "| sequence length | fp32 ms | bf16 autocast ms | bf16 / fp32 |",

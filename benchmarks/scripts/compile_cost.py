@@ -13,7 +13,7 @@ Reports training seconds (compilation included: it is on the clock), steady-stat
 log, after step 20), graphs compiled, compilations, eager fallbacks, and for the sifted arms the scoring cost s.
 Writes the "compile: true on CPU" section of docs/benchmarks.md. Needs ../shared/data (SST-2).
 
-    python scripts/compile_cost.py            # about 15 min on 2 CPU cores
+    python -m benchmarks compile-cost            # about 15 min on 2 CPU cores
 """
 
 from __future__ import annotations
@@ -23,15 +23,13 @@ import json
 import os
 import platform
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, write_section  # noqa: E402
+from benchmarks.common import _cpu, write_section
+from benchmarks.harness import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "compile-cost"
 ARMS = {
     "eager": ({"compile": False}, False),
@@ -95,7 +93,7 @@ def report(results: dict[str, dict[str, Any]], epochs: float, wall: float) -> li
     lines = [
         "## compile: true on CPU (eager vs torch.compile, lengths ragged or in buckets)",
         "",
-        f"`python scripts/compile_cost.py` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch {torch.__version__}, "
+        f"`python -m benchmarks compile-cost` ({platform.machine()}, {os.cpu_count()} cores, {_cpu()}, torch {torch.__version__}, "
         f"{time.strftime('%Y-%m-%d')}, {wall / 60:.1f} min): MiniLM-L6 on 2,000 SST-2 sentences (lengths up to 48), "
         f"{epochs:g} epoch, one seed, one invocation (ratios comparable, absolute seconds not). Training seconds include "
         "compilation (it is on the clock); steady state is seconds per step after step 20, from the log.",
@@ -129,12 +127,12 @@ def report(results: dict[str, dict[str, Any]], epochs: float, wall: float) -> li
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--report-only", action="store_true", help="re-read the finished arms and rewrite the section")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.chdir(ROOT)  # the recipe names ../shared/data relative to the repo root
     t0 = time.perf_counter()
     if args.report_only:

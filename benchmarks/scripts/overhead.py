@@ -4,7 +4,7 @@ Iterates the same data three ways on a tiny model — the plain DataLoader, the 
 loader, and the sifting loader's scoring forward alone — and reports, per raw batch,
 (sifting loop − scoring − plain loop): the cost of ranking, drawing, slicing and packing.
 
-    python scripts/overhead.py [--batches 400] [--batch-size 32] [--repeats 5]
+    python -m benchmarks overhead [--batches 400] [--batch-size 32] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ def collate(rows: list) -> dict:
     return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r[1] for r in rows])}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--batches", type=int, default=400)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     g = torch.Generator().manual_seed(0)
     n = args.batches * args.batch_size

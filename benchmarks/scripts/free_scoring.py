@@ -17,13 +17,14 @@ baseline, the kept fraction a, the measured scoring cost s, the predicted ratio,
 scored by a forward after the first epoch, and accuracy mean ± std over seeds, with each sifted arm minus
 its opponents (two standard errors).
 
-    python scripts/free_scoring.py                         # both workloads, 3 seeds (about an hour, 2 CPU cores)
-    python scripts/free_scoring.py --only long-agnews --seeds 1
+    python -m benchmarks free-scoring                         # both workloads, 3 seeds (about an hour, 2 CPU cores)
+    python -m benchmarks free-scoring --only long-agnews --seeds 1
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 import os
 import platform
@@ -32,10 +33,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmark import _cpu, _fmt, _ms, write_section  # noqa: E402  (same formatting as the selection benchmark)
+from benchmarks.common import _cpu, _fmt, _ms, write_section
+from benchmarks.harness import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 FAST_EVAL = ["eval.per_epoch=false", "eval.every_steps=100"]
 # name: (recipe, overrides, what it is)
 WORKLOADS: dict[str, tuple[str, list[str], str]] = {
@@ -60,31 +60,37 @@ def arm_changes(arm: str, batches_per_epoch: int) -> dict[str, Any]:
 
 
 def run_workload(name: str, seeds: list[int], out_root: Path) -> dict[str, Any]:
+    import yaml
+
+    from siftcli.arms import SeedContext, run_one
+    from siftcli.builders import build_workload
     from siftcli.config import load_recipe
-    from siftcli.runner import equal_time_recipe, prepare, random_keep_changes, run_arm
 
     path, overrides, _ = WORKLOADS[name]
     recipe = load_recipe(ROOT / path, overrides)
-    workload, run_dir, initial = prepare(recipe, str(out_root / name), "")
-    per_epoch = math.ceil(len(workload.train_data) / recipe.batch_size)
+    run_dir = out_root / name
     runs: list[dict[str, Any]] = []
     for seed in seeds:
         r = recipe.model_copy(update={"seed": seed})
+        workload = build_workload(r)  # each seed its own initial weights
+        per_epoch = math.ceil(len(workload.train_data) / recipe.batch_size)
+        ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()))
         folder = run_dir / f"seed{seed}"
-        m: dict[str, Any] = {"baseline": run_arm(workload, initial, r, folder / "baseline", "baseline")}
+        m: dict[str, Any] = {"baseline": run_one(ctx, "baseline", folder / "baseline")}
+        ctx.runs["baseline"] = m["baseline"]
+        names = {arm: "sifted:" + ",".join(f"{k}={yaml.safe_dump(v, default_flow_style=True).strip().removesuffix('...').strip()}"
+                                           for k, v in arm_changes(arm, per_epoch).items()) for arm in (*SIFTED, "auto")}
         for arm in (*SIFTED, "auto"):
-            m[arm] = run_arm(workload, initial, r, folder / arm, "sifted", sift=True, **arm_changes(arm, per_epoch))
-        for arm in SIFTED:
-            m[f"{arm}/equal-time"] = run_arm(workload, initial, equal_time_recipe(r, m["baseline"], m[arm]),
-                                             folder / f"{arm}-equal-time", "equal-time")
-            changes = {k: v for k, v in arm_changes(arm, per_epoch).items() if k in ("sift_delay", "anneal_fraction")}
-            m[f"{arm}/random-keep"] = run_arm(workload, initial, r, folder / f"{arm}-random-keep", "random-keep", sift=True,
-                                              **{**changes, **random_keep_changes(m[arm])})
+            m[arm] = ctx.runs[names[arm]] = run_one(ctx, names[arm], folder / arm)
+        for arm in SIFTED:  # each variant's own opponents: its clock, its kept fraction, its delay and anneal
+            ctx.subject = names[arm]
+            m[f"{arm}/equal-time"] = run_one(ctx, "equal-time", folder / f"{arm}-equal-time")
+            m[f"{arm}/random-keep"] = run_one(ctx, "random-keep", folder / f"{arm}-random-keep")
         runs.append({k: _brief(v) for k, v in m.items()})
         base = m["baseline"]
         print(f"  {name} seed {seed}: " + ", ".join(
             f"{k} {v['final']['accuracy']:.4f} ({v['train_seconds'] / base['train_seconds']:.2f}x)" for k, v in m.items()), flush=True)
-    return {"recipe": path, "overrides": overrides, "seeds": seeds, "runs": runs, "batches_per_epoch": per_epoch}
+    return {"recipe": path, "overrides": overrides, "seeds": seeds, "runs": runs}
 
 
 def _brief(m: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +120,7 @@ def report(results: dict[str, dict[str, Any]], argv: list[str], minutes: float) 
     lines = [
         "## Scoring that costs nothing: fresh vs memory scoring vs InfoBatch's rule",
         "",
-        f"Produced by `{' '.join(['python scripts/free_scoring.py', *argv])}` ({minutes:.0f} min) on {platform.machine()}, "
+        f"Produced by `{' '.join(['python -m benchmarks free-scoring', *argv])}` ({minutes:.0f} min) on {platform.machine()}, "
         f"{os.cpu_count()} CPU cores ({_cpu()}), torch {torch.__version__}, {time.strftime('%Y-%m-%d')}.",
         "Arms per seed in one process, same initial weights and data order (see the script's docstring). time = training",
         "wall-clock over the same seed's baseline (evaluation excluded); a = kept / raw samples over the run; s = scoring",
@@ -158,13 +164,13 @@ def statistics_mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", choices=list(WORKLOADS))
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     parser.add_argument("--report-only", action="store_true", help="rewrite the section from runs/free-scoring/results.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.chdir(ROOT)
     if not (ROOT.parent / "shared" / "data").is_dir():
         print("free_scoring: ../shared/data not found beside the repository", file=sys.stderr)

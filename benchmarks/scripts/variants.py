@@ -5,22 +5,23 @@ and every short baseline (the baseline's schedule cut to a fraction of its steps
 decayed: the honest opponent of a variant that saves that much time), all from the same initial
 weights in one process, and prints one markdown row per run. Speed numbers live here, never in tests.
 
-    python scripts/variants.py                                   # default recipe, the variants below
-    python scripts/variants.py recipes/benchmarks/sst2-minilm.yaml --seeds 0,1 \\
+    python -m benchmarks variants                                   # default recipe, the variants below
+    python -m benchmarks variants recipes/benchmarks/sst2-minilm.yaml --seeds 2 \\
         --variant "b2=sift.beta=2,sift.sift_delay_fraction=0.05" --short 0.5
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.harness import ROOT  # noqa: E402
+
 DEFAULT_VARIANTS = [
     "default=",
     "calibrated=sift.mode=calibrated",
@@ -38,18 +39,6 @@ def _parse_variant(text: str) -> tuple[str, list[str]]:
     if not name:
         raise SiftcliError(f"--variant {text!r}: expected NAME=key=value,key=value")
     return name, [s for s in _split(sets) if s]
-
-
-def _parse_seeds(text: str) -> list[int]:
-    from siftcli.errors import SiftcliError
-
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        seeds = []
-    if not seeds:
-        raise SiftcliError(f"--seeds {text!r}: expected comma-separated integers such as 0,1,2")
-    return seeds
 
 
 def _split(sets: str) -> list[str]:
@@ -72,34 +61,39 @@ def _f(x: float | None, fmt: str = "{:.2f}") -> str:
     return "n/a" if x is None else "—" if x != x else fmt.format(x)  # x != x: NaN, e.g. s of an unsifted run
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recipe", nargs="?", help="recipe YAML (default: the embedded default recipe)")
-    parser.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1, each its own initial weights")
     parser.add_argument("--variant", action="append", help="NAME=key=value,key=value (repeatable); default: a set of six")
     parser.add_argument("--short", action="append", type=float, default=[],
                         help="also a baseline cut to this fraction of its steps (repeatable), e.g. 0.5")
     parser.add_argument("--set", action="append", default=[], help="override for every run, as siftcli --set")
     parser.add_argument("-o", "--output", default=None, help="run folder (default: runs/<name>-variants-<time>)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     os.chdir(ROOT)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     from siftcli.analysis import compare_pair
+    from siftcli.arms import SeedContext, run_one
+    from siftcli.builders import build_workload
     from siftcli.config import load_recipe
     from siftcli.errors import SiftcliError
     from siftcli.runio import atomic_write_json
-    from siftcli.runner import prepare, run_arm
+    from siftcli.runner import prepare
 
     try:
         recipe = load_recipe(args.recipe, args.set)
         variants = [_parse_variant(v) for v in (args.variant or DEFAULT_VARIANTS)]
-        variant_recipes = {name: load_recipe(args.recipe, args.set + sets) for name, sets in variants}
-        seeds = _parse_seeds(args.seeds)
+        for _, sets in variants:  # every variant is checked before anything trains
+            load_recipe(args.recipe, args.set + sets)
+        if args.seeds < 1:
+            raise SiftcliError(f"--seeds must be at least 1, got {args.seeds}")
+        seeds = list(range(recipe.seed, recipe.seed + args.seeds))
         bad_short = [f for f in args.short if not 0 < f <= 1]
         if bad_short:
             raise SiftcliError(f"--short {bad_short[0]:g}: expected a fraction of the baseline's steps in (0, 1]")
-        workload, run_dir, initial = prepare(recipe, args.output, "-variants")
+        workload, run_dir = prepare(recipe, args.output, "-variants")
     except SiftcliError as exc:
         print(f"variants: error: {exc}", file=sys.stderr)
         return 2
@@ -110,20 +104,18 @@ def main() -> int:
     t_start = time.perf_counter()
     for seed in seeds:
         base_recipe = recipe.model_copy(update={"seed": seed})
-        base = run_arm(workload, initial, base_recipe, run_dir / f"seed{seed}" / "baseline", "baseline")
+        workload = workload if seed == recipe.seed else build_workload(base_recipe)  # each seed its own weights
+        ctx = SeedContext(base_recipe, workload, copy.deepcopy(workload.model.state_dict()))
+        base = ctx.runs["baseline"] = run_one(ctx, "baseline", run_dir / f"seed{seed}" / "baseline")
         print(f"| {seed} | baseline | {base['train_seconds']:.1f} | 1.00 | {_f(base['final'].get(base['metric']), '{:.4f}')} "
               "| — | — | — | 100% | — |", flush=True)
         runs: list[tuple[str, dict[str, Any]]] = []
         for frac in args.short:
-            steps = max(1, int(round(frac * base["optimizer_steps"])))
-            short = base_recipe.model_copy(update={"max_steps": steps})
-            runs.append((f"baseline x{frac:g}", run_arm(workload, initial, short, run_dir / f"seed{seed}" / f"short-{frac:g}", "baseline")))
-        for name, _ in variants:
-            vr = variant_recipes[name].model_copy(update={"seed": seed})
-            runs.append((name, run_arm(workload, initial, vr, run_dir / f"seed{seed}" / name,
-                                       "sifted" if vr.sift.enabled else "baseline", sift=vr.sift.enabled)))
+            runs.append((f"baseline x{frac:g}", run_one(ctx, f"train-less:fraction={frac:g}", run_dir / f"seed{seed}" / f"short-{frac:g}")))
+        for name, sets in variants:
+            runs.append((name, run_one(ctx, "variant:" + ",".join(sets), run_dir / f"seed{seed}" / name)))
         for name, run in runs:
-            p = compare_pair(base, run, recipe.eval.target_drop)
+            p = compare_pair({"baseline": base, "sifted": run}, recipe.eval.target_drop)
             row = {"seed": seed, "run": name, **p, "train_seconds": run["train_seconds"], "final": run["final"]}
             rows.append(row)
             kept = (run.get("keep") or {}).get("achieved")

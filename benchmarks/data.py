@@ -1,0 +1,52 @@
+"""Data the benchmark entries derive from ``../shared/data`` (never shipped with siftcli): written under
+``runs/bench-data/`` once, the same files for every seed and arm."""
+
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+DATA = ROOT / "runs" / "bench-data"
+#: AG News topics carried onto the target's two labels: off-target texts with labels from the target's label set.
+TOPIC_LABEL = {"World": "negative", "Business": "negative", "Sports": "positive", "Sci/Tech": "positive"}
+
+
+def _write(path: Path, rows: list[dict[str, str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+def relevance(in_domain: int = 900, off_target: int = 1800, holdout: int = 500, evaluation: int = 2000) -> Path:
+    """MR sentence polarity is the target: ``evaluation`` held-out MR sentences to test on, a ``holdout`` of MR for the
+    reference, and a pool of ``in_domain`` MR sentences mixed with ``off_target`` AG News texts (topics carried onto
+    negative/positive, see :data:`TOPIC_LABEL`). Column ``domain`` says where each pool row came from."""
+    folder = DATA / f"relevance-{in_domain}-{off_target}-{holdout}-{evaluation}"
+    if (folder / "pool.csv").exists():
+        return folder
+    rng = random.Random(20_261_123)
+    mr = []
+    for name, label in (("rt-polarity.neg", "negative"), ("rt-polarity.pos", "positive")):
+        text = (SHARED / "mr_sentence_polarity" / name).read_text(encoding="utf-8", errors="replace")
+        mr += [{"text": line.strip(), "label": label} for line in text.splitlines() if line.strip()]
+    rng.shuffle(mr)
+    ev, hold, pool_mr = mr[:evaluation], mr[evaluation:evaluation + holdout], mr[evaluation + holdout:evaluation + holdout + in_domain]
+    news = []
+    with (SHARED / "ag_news" / "alps_train_subset_10k.tsv").open(encoding="utf-8") as f:
+        for row in csv.reader(f, delimiter="\t"):
+            if len(row) == 2 and row[1] in TOPIC_LABEL:
+                news.append({"text": row[0].strip(), "label": TOPIC_LABEL[row[1]]})
+    rng.shuffle(news)
+    pool = [{**r, "domain": "mr"} for r in pool_mr] + [{**r, "domain": "agnews"} for r in news[:off_target]]
+    rng.shuffle(pool)
+    _write(folder / "eval.csv", ev)
+    _write(folder / "holdout.csv", hold)
+    _write(folder / "pool.csv", pool)
+    return folder

@@ -1,0 +1,274 @@
+"""The harness: entries, one results format, one report writer, statistics done once.
+
+An :class:`Entry` is a workload (a recipe and overrides, and a function that makes its data where the data is
+derived from ``../shared/data``) × a list of arms. Running it runs every seed through
+:func:`siftcli.arms.run_plan`, saves ``runs/bench/NAME/results.json`` after every seed (what finished is kept) and
+writes the entry's section of ``docs/benchmarks.md``. Legacy script entries (:data:`SCRIPTS`) keep their own
+drivers but are reached the same way, with ``--seeds`` a whole number everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "runs" / "bench"
+DOC = ROOT / "docs" / "benchmarks.md"
+#: Opponents a sifted arm must beat for the aim (each by more than two paired standard errors).
+OPPONENTS = ("equal-time", "random-keep", "static-filter")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One benchmark: a recipe (path under the repo) with overrides, the arms, which arms are sifted subjects, the
+    default number of seeds, and an optional ``prepare()`` that writes the data the recipe reads."""
+
+    name: str
+    title: str
+    recipe: str
+    arms: tuple[str, ...]
+    subjects: tuple[str, ...] = ("sifted",)
+    overrides: tuple[str, ...] = ()
+    seeds: int = 5
+    prepare: Callable[[], None] | None = None
+    about: str = ""
+    aim_ratio: float = 0.5
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _registry() -> dict[str, Entry]:
+    from benchmarks import entries
+
+    return {e.name: e for e in entries.ENTRIES}
+
+
+#: Older drivers, run through this harness (``python -m benchmarks NAME``), each writing its own section.
+SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
+           "variants": "benchmarks.scripts.variants", "sweep-cost": "benchmarks.scripts.sweep_cost",
+           "scale-out": "benchmarks.scripts.scale_out", "compile-cost": "benchmarks.scripts.compile_cost",
+           "scoring-precision": "benchmarks.scripts.scoring_precision", "gpu": "benchmarks.scripts.gpu_benchmark",
+           "overhead": "benchmarks.scripts.overhead"}
+
+
+def run_entry(entry: Entry, seeds: int, sets: list[str]) -> dict[str, Any]:
+    """Every seed of ``entry``; returns (and saves after each seed) the results document."""
+    from siftcli.arms import brief, run_plan
+    from siftcli.config import load_recipe
+    from siftcli.runio import atomic_write_json
+
+    if entry.prepare is not None:
+        entry.prepare()
+    recipe = load_recipe(ROOT / entry.recipe, list(entry.overrides) + sets)
+    folder = OUT / entry.name
+    folder.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"entry": entry.name, "recipe": entry.recipe, "overrides": list(entry.overrides) + sets,
+                              "arms": list(entry.arms), "subjects": list(entry.subjects), "seeds": [], "runs": [],
+                              "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M")}
+    started = time.perf_counter()
+    for seed in range(recipe.seed, recipe.seed + seeds):
+        t0 = time.perf_counter()
+        runs = run_plan(recipe, list(entry.arms), [seed], folder / f"seed{seed}", subject=entry.subjects[0])[0]
+        result["seeds"].append(seed)
+        result["runs"].append({arm: brief(m) for arm, m in runs.items()})
+        result["minutes"] = (time.perf_counter() - started) / 60
+        atomic_write_json(folder / "results.json", result)
+        print(f"{entry.name} seed {seed} ({(time.perf_counter() - t0) / 60:.1f} min): " + ", ".join(
+            f"{arm} {_metric(m):.4f} ({m['train_seconds'] / runs['baseline']['train_seconds']:.2f}x)" for arm, m in runs.items()),
+            flush=True)
+    return result
+
+
+def _metric(m: dict[str, Any]) -> float:
+    return (m.get("final") or {}).get(m["metric"], math.nan)
+
+
+def machine() -> str:
+    import torch
+
+    bf16 = bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+    return (f"{platform.machine()}, {os.cpu_count()} CPU cores ({_cpu_model()}; {'AVX512-BF16' if bf16 else 'no AVX512-BF16'}), "
+            f"torch {torch.__version__}")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+# -- the report ------------------------------------------------------------------------------------
+
+def summarise(result: dict[str, Any]) -> dict[str, Any]:
+    """Per arm: time over the full baseline as run and with the reference paid in full, the metric, group shares;
+    per subject: the paired difference against every other arm (:func:`siftcli.analysis.paired`)."""
+    from siftcli.analysis import metric_info, paid_seconds, paired
+
+    runs = result["runs"]
+    m = metric_info(runs[0]["baseline"]["metric"])
+    sign = 1 if m.higher_is_better else -1
+    arms: dict[str, Any] = {}
+    for arm in runs[0]:
+        got = [r[arm] for r in runs if arm in r]
+        base = [r["baseline"]["train_seconds"] for r in runs if arm in r]
+        groups = [((g.get("groups") or {}).get(result.get("target_group") or "", {}) or {}).get("share_of_kept") for g in got]
+        arms[arm] = {
+            "ratio": _ms([g["train_seconds"] / b for g, b in zip(got, base)]),
+            "paid_ratio": _ms([paid_seconds(g) / b for g, b in zip(got, base)]),
+            "metric": _ms([m.scale * _metric(g) for g in got]),
+            "kept": _ms([_kept(g) for g in got]),
+            "target_share": _ms([x for x in groups if x is not None]),
+            "reference": _ms([(g.get("reference") or {}).get("build_seconds") / b for g, b in zip(got, base) if g.get("reference")]),
+        }
+    vs: dict[str, dict[str, Any]] = {}
+    for subject in result["subjects"]:
+        vs[subject] = {}
+        for arm in runs[0]:
+            if arm == subject:
+                continue
+            diffs = [sign * m.scale * (_metric(r[subject]) - _metric(r[arm])) for r in runs if subject in r and arm in r]
+            vs[subject][arm] = paired(diffs)
+    return {"arms": arms, "vs": vs, "unit": m.unit, "metric": m.name}
+
+
+def _kept(run: dict[str, Any]) -> float:
+    """The fraction of the pool's sample-epochs an arm trained on: a sifted run's keep, a subset's share."""
+    if (run.get("keep") or {}).get("achieved") is not None:
+        return run["keep"]["achieved"]
+    if run.get("subset"):
+        return run["subset"]["samples"] / max(1, run["subset"]["of"])
+    return 1.0
+
+
+def _ms(values: list[float]) -> tuple[float, float] | None:
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return None
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def _fmt(ms: tuple[float, float] | None, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
+    if ms is None:
+        return "—"
+    return f"{fmt.format(ms[0] * scale)} ± {fmt.format(ms[1] * scale)}"
+
+
+def report(entry: Entry, result: dict[str, Any]) -> list[str]:
+    """The entry's section of docs/benchmarks.md, every number from ``result``."""
+    result = {**result, "target_group": entry.extra.get("target_group")}
+    s = summarise(result)
+    n = len(result["runs"])
+    cmd = f"python -m benchmarks {entry.name}" + (f" --seeds {n}" if n != entry.seeds else "")
+    sets = " ".join(f"--set {o}" for o in result["overrides"] if o not in entry.overrides)
+    lines = [f"## {entry.title}", "", *([entry.about, ""] if entry.about else []),
+             f"Produced by `{cmd}{' ' + sets if sets else ''}` ({result.get('minutes', 0):.0f} min, {n} seeds, "
+             f"{result['started']}) on {result['machine']}. Recipe `{entry.recipe}`"
+             + (f" with `{' '.join(entry.overrides)}`" if entry.overrides else "") + ". "
+             "Each seed: its own initial weights; every arm of a seed the same weights and data order. Time = training "
+             "wall-clock over the same seed's full baseline (evaluation excluded), *as run* (a reference found cached costs "
+             "only its read) and *reference paid* (its full build cost added: the honest figure for one run).", ""]
+    share_col = " | target share of kept" if entry.extra.get("target_group") else ""
+    lines += [f"| arm | time, as run | time, reference paid | {s['metric']} ({s['unit'].strip() or 'value'}) | kept{share_col} |",
+              "|---|---|---|---|---|" + ("---|" if share_col else "")]
+    for arm, a in s["arms"].items():
+        share = f" | {_fmt(a['target_share'], '{:.0f}%', 100)}" if share_col else ""
+        lines.append(f"| {arm} | {_fmt(a['ratio'])} | {_fmt(a['paid_ratio'])} | {_fmt(a['metric'])} | "
+                     f"{_fmt(a['kept'])}{share} |")
+    lines.append("")
+    for subject, rivals in s["vs"].items():
+        lines.append(f"Paired differences, {subject} − each arm ({s['unit'].strip() or 'metric'}; mean ± SE over {n} seeds; "
+                     "'beats' = 95% Student-t interval above zero and beyond 2 SE):")
+        lines.append("")
+        for arm, v in rivals.items():
+            se = "n/a" if not math.isfinite(v["se"]) else f"{v['se']:.2f}"
+            lines.append(f"- − {arm}: {v['mean']:+.2f} ± {se} → **{v['status']}** (per seed "
+                         f"{', '.join(f'{x:+.2f}' for x in v['values'])})")
+        ratio = s["arms"][subject]["paid_ratio"][0]
+        missing = [o for o in OPPONENTS if o not in rivals]
+        met = all(rivals[o]["status"] == "beats" for o in OPPONENTS if o in rivals) and ratio <= entry.aim_ratio
+        word = f"not measured** (missing {', '.join(missing)};" if missing else f"{'met' if met else 'missed'}** ("
+        lines += [f"- aim (beats {', '.join(OPPONENTS)} at ≤ {entry.aim_ratio} of the full baseline's time, reference paid): "
+                  f"**{word} time {ratio:.2f})", ""]
+    return lines
+
+
+def write_section(out: Path, title: str, section: list[str]) -> None:
+    """Replace the ``## title`` section of ``out`` (or append it), atomically; other sections stay as they are."""
+    from siftcli.runio import atomic_write_text
+
+    marker = f"## {title}"
+    existing = out.read_text() if out.exists() else "# Benchmarks\n"
+    if marker in existing:
+        head = existing[: existing.index(marker)]
+        rest = existing[existing.index(marker) + len(marker):]
+        tail = rest[rest.index("\n## ") + 1:] if "\n## " in rest else ""
+    else:
+        head, tail = existing.rstrip() + "\n\n", ""
+    body = "\n".join(section).rstrip() + "\n"
+    atomic_write_text(out, head + body + ("\n" + tail if tail else ""))
+
+
+def main(argv: list[str]) -> int:
+    registry = _registry()
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("name", nargs="?", help="an entry (none: list them)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds (default: the entry's, at least 5 for a claim)")
+    parser.add_argument("--report-only", action="store_true", help="re-render the section from runs/bench/NAME/results.json")
+    parser.add_argument("--set", action="append", default=[], help="recipe override key=value")
+    parser.add_argument("--out", default=str(DOC))
+    args, rest = parser.parse_known_args(argv)
+    if args.name is None:
+        for e in registry.values():
+            print(f"{e.name:24} {e.title} ({', '.join(e.arms)}; {e.seeds} seeds)")
+        for name, module in SCRIPTS.items():
+            print(f"{name:24} driver {module}")
+        return 0
+    if args.name in SCRIPTS:
+        module = importlib.import_module(SCRIPTS[args.name])
+        return int(module.main(([f"--seeds={args.seeds}"] if args.seeds else []) + rest) or 0)
+    if args.name not in registry:
+        print(f"benchmarks: unknown entry {args.name!r}; known: {', '.join([*registry, *SCRIPTS])}", file=sys.stderr)
+        return 2
+    if rest:
+        print(f"benchmarks: unknown arguments {rest}", file=sys.stderr)
+        return 2
+    entry = registry[args.name]
+    os.chdir(ROOT)  # recipes name ../shared/data and runs/ relative to the repository
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from siftcli.errors import SiftcliError
+    from siftcli.runio import read_json
+
+    path = OUT / entry.name / "results.json"
+    try:
+        if args.report_only:
+            if not path.exists():
+                print(f"benchmarks: {path} not found; run the entry first", file=sys.stderr)
+                return 2
+            result = read_json(path)
+        else:
+            seeds = args.seeds or entry.seeds
+            if seeds < 1:
+                print(f"benchmarks: --seeds must be at least 1, got {seeds}", file=sys.stderr)
+                return 2
+            result = run_entry(entry, seeds, args.set)
+    except SiftcliError as exc:
+        print(f"benchmarks: error: {exc}", file=sys.stderr)
+        return 2
+    section = report(entry, result)
+    write_section(Path(args.out), entry.title, section)
+    print("\n".join(section))
+    return 0

@@ -1,0 +1,320 @@
+"""The table of arms: every run a comparison can hold, as data.
+
+An arm is a row of :data:`ARMS`: a name, what it stands for, the arms it needs to have run first in the same seed,
+and a function that derives what it trains (:class:`Plan`: a recipe, engine changes or none, and optionally a subset
+of the training data) from that seed's context. :func:`run_plan` runs a list of arms per seed, every seed from its
+own initial weights and (where the data has no fixed split) its own split, every arm of a seed from the same weights
+and data order. ``siftcli compare``, the sweep's baseline frontier and every benchmark go through it, so adding an
+opponent is one row here, its derive function and a test.
+
+An arm name may carry engine changes after a colon, ``sifted:score=reducible,beta=2``: a variant of the sifted arm
+(benchmarks compare several); the opponents derive from the *subject* arm (``sifted`` unless told otherwise).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from siftcli.config import Recipe
+from siftcli.errors import SiftcliError
+
+Event = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one arm trains: ``recipe``; ``sift`` engine changes (``None``: no sifting, the loader keeps everything);
+    ``subset``: training sample indices (``None``: all); ``pays_reference``: the reference is on its clock even
+    though it does not sift (the static filter chose its subset with it)."""
+
+    recipe: Recipe
+    sift: dict[str, Any] | None = None
+    subset: list[int] | None = None
+    pays_reference: bool = False
+
+
+@dataclass
+class SeedContext:
+    """One seed of a plan: its recipe, workload and initial weights, the arms run so far, and the reference."""
+
+    recipe: Recipe
+    workload: Any
+    initial: dict[str, Any]
+    subject: str = "sifted"
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _reference: Any = None
+    _owner: str | None = None
+
+    def reference(self, arm: str, folder: Path | None = None) -> Any:
+        """The recipe's reference losses, built (or read from the cache) by the first arm that asks, on its clock;
+        later arms of the seed reuse them and pay nothing, reporting the build cost beside (amortised)."""
+        if self._reference is not None:
+            if arm == self._owner:
+                return self._reference
+            return dataclasses.replace(self._reference, seconds=0.0, cached=True)
+        from siftcli.reference import reference_for
+        from siftcli.runio import atomic_write_json
+
+        self._reference, runs = reference_for(self.workload, self.recipe, self.initial)
+        self._owner = arm
+        if folder is not None:
+            atomic_write_json(folder / "reference.json", {**self._reference.summary(), "runs": [brief(m) for m in runs]})
+        return self._reference
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One row of the table: ``derive(context, name)`` returns the arm's :class:`Plan`; ``needs``: arms (``subject``:
+    the compared sifted arm) that must have run first in the same seed."""
+
+    name: str
+    about: str
+    derive: Callable[[SeedContext, str], Plan]
+    needs: tuple[str, ...] = ()
+    sifts: bool = False
+
+
+def _changes(name: str) -> dict[str, Any]:
+    """Engine changes written after the colon of an arm name: ``sifted:score=reducible,beta=2``."""
+    import yaml
+
+    _, _, spec = name.partition(":")
+    out: dict[str, Any] = {}
+    for item in filter(None, (p.strip() for p in spec.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise SiftcliError(f"--arm {name!r}: expected NAME or NAME:key=value,... (e.g. sifted:score=reducible)")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _sifted(ctx: SeedContext, name: str) -> Plan:
+    return Plan(ctx.recipe, _changes(name))
+
+
+def _equal_time(ctx: SeedContext, name: str) -> Plan:
+    """A baseline given the subject's wall-clock, reference paid in full, learning rate fully decayed at its end."""
+    return Plan(equal_time_recipe(ctx.recipe, ctx.runs["baseline"], ctx.runs[ctx.subject]))
+
+
+def _random_keep(ctx: SeedContext, name: str) -> Plan:
+    """The subject's kept fraction after the same delay, chosen uniformly at random: the value of selection."""
+    return Plan(ctx.recipe, random_keep_changes(ctx.runs[ctx.subject]))
+
+
+def _static_filter(ctx: SeedContext, name: str) -> Plan:
+    """The subject's overall kept fraction, chosen once before training: the samples with the lowest reference loss
+    (what the reference finds learnable and on target). The offline alternative a careful user would try."""
+    keep = kept_fraction(ctx.runs[ctx.subject])
+    losses = ctx.reference(name).losses
+    k = max(1, int(round(keep * losses.numel())))
+    order = sorted(range(losses.numel()), key=lambda i: (float(losses[i]) if math.isfinite(float(losses[i])) else math.inf, i))
+    return Plan(ctx.recipe, subset=sorted(order[:k]), pays_reference=True)
+
+
+def _target_only(ctx: SeedContext, name: str) -> Plan:
+    """Only the pool's rows of ``data.target_group``: the ceiling a perfect filter of a mixed pool reaches."""
+    w, target = ctx.workload, ctx.recipe.data.target_group
+    if target is None or w.groups is None:
+        raise SiftcliError("--arm target-only needs data.group_column and data.target_group in the recipe")
+    code = w.group_names.index(target)
+    return Plan(ctx.recipe, subset=[i for i, g in enumerate(w.groups.tolist()) if g == code])
+
+
+def _train_less(ctx: SeedContext, name: str) -> Plan:
+    """The baseline stopped at ``fraction`` of the full baseline's steps, schedule fully decayed there: what training
+    less buys (``train-less:fraction=0.5``; the sweep's baseline frontier is made of these)."""
+    fraction = float(_changes(name).get("fraction", 0.5))
+    if not 0 < fraction <= 1:
+        raise SiftcliError(f"--arm {name!r}: fraction must be in (0, 1]")
+    steps = max(1, round(fraction * ctx.runs["baseline"]["optimizer_steps"]))
+    return Plan(ctx.recipe.model_copy(update={"max_steps": steps}))
+
+
+def _variant(ctx: SeedContext, name: str) -> Plan:
+    """The recipe with ``--set``-style overrides (``variant:sift.beta=2,sift.mode=calibrated``): sifted if it sifts."""
+    from siftcli.config import apply_override, validate_recipe
+
+    raw = ctx.recipe.model_dump(mode="json")
+    for item in filter(None, (p.strip() for p in name.partition(":")[2].split(","))):
+        apply_override(raw, item)
+    recipe = validate_recipe(raw, f"--arm {name}")
+    return Plan(recipe, {} if recipe.sift.enabled else None)
+
+
+def _baseline(ctx: SeedContext, name: str) -> Plan:
+    return Plan(ctx.recipe)
+
+
+ARMS: dict[str, Arm] = {a.name: a for a in (
+    Arm("baseline", "the full schedule on every sample", _baseline),
+    Arm("sifted", "the recipe's sifting (variants: sifted:key=value,...)", _sifted, sifts=True),
+    Arm("equal-time", "a baseline given the sifted run's wall-clock (reference paid), fully decayed", _equal_time,
+        ("baseline", "subject")),
+    Arm("random-keep", "the sifted run's kept fraction chosen at random: the value of selection", _random_keep, ("subject",),
+        sifts=True),
+    Arm("static-filter", "the sifted run's kept fraction chosen once by the reference's loss, before training", _static_filter,
+        ("subject",)),
+    Arm("target-only", "only the rows of data.target_group: the ceiling of filtering a mixed pool", _target_only),
+    Arm("variant", "the recipe with overrides (variant:sift.beta=2,sift.mode=calibrated); sifted if it sifts", _variant,
+        sifts=True),
+    Arm("train-less", "the baseline stopped at a fraction of its steps (train-less:fraction=0.5), fully decayed", _train_less,
+        ("baseline",)),
+)}
+
+
+def arm_row(name: str) -> Arm:
+    """The table row an arm name refers to (``sifted:beta=2`` is a ``sifted`` variant)."""
+    base = name.partition(":")[0]
+    if base not in ARMS:
+        raise SiftcliError(f"--arm {name!r}: unknown arm; known: {', '.join(ARMS)}")
+    return ARMS[base]
+
+
+def default_arms(recipe: Recipe, quick: bool = False) -> list[str]:
+    """The honest default: the equal-time baseline always, the random-keep control whenever the sifted arm selects,
+    the static filter whenever it ranks by a reference; ``quick``: baseline and sifted only."""
+    arms = ["baseline", "sifted"]
+    if quick:
+        return arms
+    arms.append("equal-time")
+    if recipe.sift.mode not in ("random",):
+        arms.append("random-keep")
+    if recipe.sift.score in ("reducible", "reference"):
+        arms.append("static-filter")
+    return arms
+
+
+def ordered(arms: list[str], subject: str = "sifted") -> list[str]:
+    """``arms`` with what each needs added before it (baseline, the subject), in a runnable order, each once."""
+    out: list[str] = []
+
+    def add(name: str) -> None:
+        if name in out:
+            return
+        for need in arm_row(name).needs:
+            add(subject if need == "subject" else need)
+        out.append(name)
+
+    for name in arms:
+        arm_row(name)
+        add(name)
+    return out
+
+
+def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
+             on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
+             live: list[dict[str, dict[str, Any]]] | None = None) -> list[dict[str, dict[str, Any]]]:
+    """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.
+
+    Each seed builds its own workload (``workloads``, default :func:`~siftcli.builders.build_workload`): its own
+    initial weights and, where the data has no fixed split, its own split; its arms share them and the data order.
+    ``live`` (a list) holds each seed's arms as they finish, so a caller keeps them when a run is interrupted.
+    """
+    from siftcli.builders import build_workload
+
+    order = ordered(arms, subject)
+    out: list[dict[str, dict[str, Any]]] = [] if live is None else live
+    for seed in seeds:
+        r = recipe.model_copy(update={"seed": seed})
+        workload = (workloads or build_workload)(r)
+        ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()), subject)
+        seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
+        out.append(ctx.runs)
+        for name in order:
+            ctx.runs[name] = run_one(ctx, name, seed_dir / _folder_name(name), on_event)
+    return out
+
+
+def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None) -> dict[str, Any]:
+    """One arm of a seed, from the seed's initial weights."""
+    from siftcli.builders import sift_config
+    from siftcli.runio import ensure_writable
+    from siftcli.train import train
+
+    ensure_writable(folder)
+    if on_event is not None:
+        on_event("arm", {"arm": name, "seed": ctx.recipe.seed})
+    plan = arm_row(name).derive(ctx, name)
+    workload = ctx.workload if plan.subset is None else ctx.workload.subset(plan.subset)
+    cfg = sift_config(plan.recipe, len(workload.train_data), **plan.sift) if plan.sift is not None else None
+    ranks_reference = cfg is not None and cfg.score in ("reducible", "reference")
+    reference = ctx.reference(name, folder) if ranks_reference or plan.pays_reference else None
+    if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
+        reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
+    workload.model.load_state_dict(ctx.initial)
+    metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event)
+    if plan.subset is not None:
+        metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
+    return metrics
+
+
+def _folder_name(name: str) -> str:
+    return name.replace(":", "-").replace(",", "-").replace("=", "")
+
+
+# -- what the opponents copy from the subject ------------------------------------------------------
+
+def kept_fraction(run: dict[str, Any]) -> float:
+    """The fraction of raw samples a run trained on, delay included (what a static filter must match)."""
+    keep = run.get("keep") or {}
+    value = keep.get("achieved")
+    return float(value) if value is not None and 0 < value <= 1 else 1.0
+
+
+def equal_time_steps(baseline: dict[str, Any], sifted: dict[str, Any]) -> int:
+    """Steps a baseline can take in the sifted run's training wall-clock, its reference paid in full."""
+    from siftcli.analysis import paid_seconds
+
+    per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
+    return max(1, int(round(paid_seconds(sifted) / per_step)))
+
+
+def equal_time_recipe(recipe: Recipe, baseline: dict[str, Any], sifted: dict[str, Any]) -> Recipe:
+    """The baseline recipe capped at the sifted run's wall-clock (schedule fully decayed at that step).
+
+    When the sifted run took longer than the baseline (a costly reference, say), the opponent gets
+    the extra epochs it needs to fill that time, so the comparison stays one of equal time.
+    """
+    steps = equal_time_steps(baseline, sifted)
+    per_epoch = max(1, baseline["optimizer_steps"]) / recipe.epochs
+    return recipe.model_copy(update={"max_steps": steps, "epochs": max(recipe.epochs, float(math.ceil(steps / per_epoch)))})
+
+
+def random_keep_fraction(sifted: dict[str, Any]) -> float:
+    """The kept fraction the random-keep control copies: what the sifted run achieved after its delay."""
+    keep = sifted.get("keep") or {}
+    value = keep.get("achieved_after_delay")
+    return float(value) if value is not None and 0 < value <= 1 else float(keep.get("target") or 1.0)
+
+
+def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
+    """The engine settings of the random-keep control: the sifted run's kept fraction after its delay, the same delay
+    and anneal (a variant's own, not the recipe's), and, where that run chose its start (``sift_delay: auto``), the
+    raw batch it started at (never started: keep everything)."""
+    changes: dict[str, Any] = {"mode": "random", "score": "loss", "keep_fraction": random_keep_fraction(sifted)}
+    sift = sifted.get("sift") or {}
+    for key in ("sift_delay", "anneal_fraction", "repeat_delay_per_epoch"):
+        if key in sift and sift[key] not in (None, "auto"):
+            changes[key] = sift[key]
+    if (sifted.get("sift") or {}).get("sift_delay") == "auto":
+        started = (sifted.get("keep") or {}).get("sift_started_at")
+        changes["sift_delay"] = 0 if started is None else int(started)
+        if started is None:
+            changes["keep_fraction"] = 1.0
+    return changes
+
+
+def brief(m: dict[str, Any]) -> dict[str, Any]:
+    """A run's numbers without its long traces (those stay in the arm's metrics.json)."""
+    keep = dict(m["keep"]) if m.get("keep") else None
+    if keep:
+        keep.pop("trace", None)
+    return {**{k: v for k, v in m.items() if k not in ("curve", "keep", "settings")}, "keep": keep,
+            "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}

@@ -1,0 +1,103 @@
+"""The table of arms: what each opponent copies from the sifted run, and how a plan runs per seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from siftcli.arms import ARMS, SeedContext, arm_row, default_arms, ordered, random_keep_changes, run_plan
+from siftcli.builders import build_workload
+from siftcli.config import validate_recipe
+from siftcli.errors import SiftcliError
+from siftcli.train import Reference
+from tests.conftest import tiny_recipe_dict
+
+
+def test_random_keep_copies_the_kept_fraction_and_an_auto_delay_start() -> None:
+    fixed = {"sift": {"sift_delay": 5}, "keep": {"achieved_after_delay": 0.4, "target": 0.5}}
+    assert random_keep_changes(fixed) == {"mode": "random", "score": "loss", "keep_fraction": 0.4, "sift_delay": 5}
+    infobatch = {"sift": {"sift_delay": 94, "anneal_fraction": 0.125}, "keep": {"achieved_after_delay": 0.7}}
+    assert random_keep_changes(infobatch) == {"mode": "random", "score": "loss", "keep_fraction": 0.7, "sift_delay": 94,
+                                              "anneal_fraction": 0.125}  # the variant's own delay and anneal
+    auto = {"sift": {"sift_delay": "auto"}, "keep": {"achieved_after_delay": 0.45, "sift_started_at": 37}}
+    assert random_keep_changes(auto) == {"mode": "random", "score": "loss", "keep_fraction": 0.45, "sift_delay": 37}
+    never = {"sift": {"sift_delay": "auto"}, "keep": {"achieved_after_delay": None, "target": 0.5, "sift_started_at": None}}
+    assert random_keep_changes(never)["keep_fraction"] == 1.0  # the sifted run never sifted: neither does its control
+
+
+def test_needs_come_first_once_and_unknown_arms_are_one_line() -> None:
+    assert ordered(["equal-time"]) == ["baseline", "sifted", "equal-time"]
+    assert ordered(["static-filter", "random-keep", "baseline"], subject="sifted:beta=2") == [
+        "sifted:beta=2", "static-filter", "random-keep", "baseline"]
+    with pytest.raises(SiftcliError, match="unknown arm; known: baseline, sifted"):
+        arm_row("cheap")
+    with pytest.raises(SiftcliError, match="expected NAME or NAME:key=value"):
+        ARMS["sifted"].derive(SeedContext(None, None, {}), "sifted:beta")  # type: ignore[arg-type]
+
+
+def test_honest_opponents_are_the_default(text_csv: Path) -> None:
+    plain = validate_recipe(tiny_recipe_dict(text_csv))
+    assert default_arms(plain) == ["baseline", "sifted", "equal-time", "random-keep"]
+    assert default_arms(plain, quick=True) == ["baseline", "sifted"]
+    ranked = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reducible"}))
+    assert default_arms(ranked)[-1] == "static-filter"
+    random = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.mode": "random", "sift.keep_fraction": 0.5}))
+    assert "random-keep" not in default_arms(random)
+
+
+def test_static_filter_keeps_the_lowest_reference_losses_at_the_sifted_fraction(text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reducible"}))
+    workload = build_workload(recipe)
+    n = len(workload.train_data)
+    ctx = SeedContext(recipe, workload, {})
+    ctx._reference, ctx._owner = Reference(torch.arange(n, 0, -1).float(), 3.0), "sifted"  # sample i: loss n - i
+    ctx.runs["sifted"] = {"keep": {"achieved": 0.25}}
+    plan = ARMS["static-filter"].derive(ctx, "static-filter")
+    k = round(0.25 * n)
+    assert plan.subset == list(range(n - k, n)) and plan.pays_reference and plan.sift is None
+    paid = ctx.reference("static-filter")
+    assert paid.seconds == 0.0 and paid.cached and paid.summary()["build_seconds"] == 3.0  # amortised, cost kept beside
+
+
+def test_a_plan_gives_each_seed_its_own_weights_and_every_arm_of_a_seed_the_same(text_csv: Path, tmp_path: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=1, **{"eval.every_steps": None}))
+    starts: dict[tuple[int, str], torch.Tensor] = {}
+    import siftcli.train as train_mod
+
+    real = train_mod.train
+
+    def spy(workload, r, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        starts[(r.seed, kwargs["arm"])] = workload.model.classifier.weight.detach().clone()
+        return real(workload, r, *args, **kwargs)
+
+    import pytest as _pytest
+
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(train_mod, "train", spy)
+        runs = run_plan(recipe, ["baseline", "random-keep", "train-less:fraction=0.5"], [0, 1], tmp_path)
+    assert list(runs[0]) == ["baseline", "sifted", "random-keep", "train-less:fraction=0.5"]
+    for seed in (0, 1):
+        first = starts[(seed, "baseline")]
+        assert all(torch.equal(first, starts[(seed, arm)]) for arm in runs[0])
+    assert not torch.equal(starts[(0, "baseline")], starts[(1, "baseline")])
+    assert runs[0]["train-less:fraction=0.5"]["optimizer_steps"] == round(0.5 * runs[0]["baseline"]["optimizer_steps"])
+    assert (tmp_path / "seed1" / "train-less-fraction0.5" / "metrics.json").exists()
+
+
+def test_target_only_trains_on_the_target_group_and_every_arm_reports_group_shares(tmp_path: Path) -> None:
+    from tests.conftest import make_text_rows
+
+    rows = make_text_rows(120)
+    path = tmp_path / "pool.csv"
+    path.write_text("text,label,domain\n" + "\n".join(f"{t},{y},{'in' if i % 3 == 0 else 'off'}" for i, (t, y) in enumerate(rows)))
+    recipe = validate_recipe(tiny_recipe_dict(path, epochs=1, **{"data.group_column": "domain", "data.target_group": "in"}))
+    runs = run_plan(recipe, ["baseline", "target-only"], [0], tmp_path / "out")[0]
+    only, base = runs["target-only"], runs["baseline"]
+    assert only["groups"]["in"]["share_of_kept"] == 1.0 and only["groups"]["off"]["kept"] == 0
+    assert only["subset"]["samples"] == base["groups"]["in"]["samples"]
+    assert base["groups"]["in"]["share_of_kept"] == pytest.approx(base["groups"]["in"]["share_of_data"])
+    bad = tiny_recipe_dict(path, **{"data.group_column": "domain", "data.target_group": "elsewhere"})
+    with pytest.raises(SiftcliError, match="data.target_group: 'elsewhere' is not a value of column 'domain'"):
+        build_workload(validate_recipe(bad))

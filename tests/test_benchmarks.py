@@ -1,0 +1,89 @@
+"""The benchmark harness: entries, its report and section writer, and a driver end to end on a tiny model (speed numbers
+are never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _variants(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "benchmarks", "variants", *args],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_variants_trains_every_variant_and_short_baseline_against_one_baseline(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "v"
+    proc = _variants(str(tiny_recipe()), "--seeds", "2", "--variant", "b2=sift.beta=2,sift.mode=calibrated",
+                     "--variant", "plain=sift.enabled=false", "--short", "0.5", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads((out / "variants.json").read_text())["rows"]
+    assert [(r["seed"], r["run"]) for r in rows] == [(s, n) for s in (0, 1) for n in ("baseline x0.5", "b2", "plain")]
+    assert rows[1]["target_keep"] == 1 / 3 and rows[1]["achieved_keep"] < 1.0
+    assert rows[2]["achieved_keep"] is None and rows[2]["equal_epoch_ratio"] > 0
+    short = json.loads((out / "seed0" / "short-0.5" / "metrics.json").read_text())
+    base = json.loads((out / "seed0" / "baseline" / "metrics.json").read_text())
+    assert short["optimizer_steps"] == round(0.5 * base["optimizer_steps"])
+    assert "| 0 | b2 |" in proc.stdout and "| 1 | b2 |" in proc.stdout
+    assert "| b2 | " in proc.stdout  # the mean over seeds
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--variant", "x=sift.bta=2"], "did you mean 'sift.beta'"),
+    (["--variant", "=sift.beta=2"], "expected NAME=key=value"),
+    (["--seeds", "0"], "--seeds must be at least 1, got 0"),
+    (["--short", "1.5"], "--short 1.5: expected a fraction"),
+])
+def test_variants_bad_input_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path, args: list[str], expected: str) -> None:
+    proc = _variants(str(tiny_recipe()), *args, "-o", str(tmp_path / "v"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().startswith("variants: error:") and expected in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "v").exists(), "bad input must not leave a run folder"
+
+
+def _result(diffs: list[float], share: float = 0.5) -> dict:
+    def run(arm: str, acc: float, seconds: float, **extra) -> dict:  # noqa: ANN003
+        return {"arm": arm, "metric": "accuracy", "final": {"accuracy": acc}, "train_seconds": seconds, "samples_trained": 10,
+                "raw_samples": 40, "groups": {"mr": {"share_of_kept": share}}, **extra}
+
+    runs = [{"baseline": run("baseline", 0.70, 100.0), "sifted": run("sifted", 0.70 + d / 100, 30.0,
+             reference={"paid_seconds": 0.0, "build_seconds": 15.0, "cached": True}, keep={"achieved": 0.25}),
+             "equal-time": run("equal-time", 0.70, 45.0)} for d in diffs]
+    return {"entry": "t", "recipe": "r.yaml", "overrides": [], "arms": list(runs[0]), "subjects": ["sifted"],
+            "seeds": list(range(len(diffs))),
+            "runs": runs, "machine": "test machine", "started": "today", "minutes": 1.0}
+
+
+def test_report_pairs_each_seed_and_says_beats_only_beyond_the_t_interval(tmp_path: Path) -> None:
+    from benchmarks.harness import Entry, report, write_section
+
+    entry = Entry("t", "Test regime", "r.yaml", ("baseline", "sifted", "equal-time"), extra={"target_group": "mr"})
+    clear = report(entry, _result([3.0, 4.0, 5.0, 3.5, 4.5]))
+    text = "\n".join(clear)
+    assert "| sifted | 0.30 ± 0.00 | 0.45 ± 0.00 | 74.00 ± 0.79 | 0.25 ± 0.00 | 50% ± 0% |" in text  # reference paid: +15 s
+    assert "- − equal-time: +4.00 ± 0.35 → **beats**" in text
+    assert "**not measured** (missing random-keep, static-filter; time 0.45)" in text  # the aim needs every opponent
+    few = "\n".join(report(entry, _result([3.0, 4.0, 5.0])))
+    assert "**too few seeds**" in few and "beats**" not in few
+    flat = "\n".join(report(entry, _result([25.0] * 5)))
+    assert "**too few seeds**" in flat  # no spread: never "beats"
+    doc = tmp_path / "b.md"
+    doc.write_text("# Benchmarks\n\n## Other\n\nkeep me\n\n## Test regime\n\nold\n\n## Last\n\nme too\n")
+    write_section(doc, "Test regime", clear)
+    out = doc.read_text()
+    assert "old" not in out and "keep me" in out and "me too" in out and out.count("## Test regime") == 1
+    assert out.index("## Other") < out.index("## Test regime") < out.index("## Last")
+
+
+def test_unknown_entries_and_missing_results_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "nope"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2 and "unknown entry 'nope'; known: relevance" in proc.stderr
+    listing = subprocess.run([sys.executable, "-m", "benchmarks"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert listing.returncode == 0 and "relevance" in listing.stdout and "distill" in listing.stdout
