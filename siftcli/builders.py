@@ -47,6 +47,7 @@ class Workload:
     groups: torch.Tensor | None = None  # per training sample: index into group_names (data.group_column)
     group_names: list[str] | None = None
     holdout_data: list[dict[str, Any]] | None = None  # sift.reference holdout rows: no arm trains on them
+    unlabeled: bool = False  # training rows carry no label (-1): distillation from the teacher alone
 
     def subset(self, indices: list[int]) -> Workload:
         """The same workload on a subset of its training samples (a static filter, a ceiling): per-sample marks follow."""
@@ -91,6 +92,7 @@ def splits_from_recipe(recipe: Recipe) -> Any:
         text_column=d.text_column, text_pair_column=d.text_pair_column, image_column=d.image_column,
         label_column=d.label_column, label_names=d.label_names, column_names=d.column_names,
         max_train_samples=d.max_train_samples, max_eval_samples=d.max_eval_samples, seed=recipe.seed,
+        unlabeled_train=recipe.distill is not None and recipe.distill.alpha == 1.0,
     )
 
 
@@ -99,6 +101,11 @@ def build_workload(recipe: Recipe) -> Workload:
     from siftcli.models import build_model, load_image_processor, load_tokenizer
 
     splits = splits_from_recipe(recipe)
+    if splits.unlabeled and recipe.sift.enabled and recipe.sift.score not in ("entropy", "margin") and recipe.sift.mode != "random":
+        raise SiftcliError(f"data: the training data has no {recipe.data.label_column!r} column, so its loss cannot rank samples; "
+                           "use sift.score entropy or margin (the student's own uncertainty), or sift.enabled false")
+    if splits.unlabeled and recipe.data.label_noise:
+        raise SiftcliError("data.label_noise: the training data has no labels to flip")
     m = recipe.model
     num_labels = len(splits.label_names) if splits.label_names else None
     pad_values: dict[str, float] = {}
@@ -155,7 +162,7 @@ def build_workload(recipe: Recipe) -> Workload:
         task=recipe.task, model=model, train_data=train_rows, eval_data=eval_rows, collate=collate,
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
         pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
-        groups=groups, group_names=group_names, holdout_data=holdout_rows,
+        groups=groups, group_names=group_names, holdout_data=holdout_rows, unlabeled=splits.unlabeled,
     )
 
 

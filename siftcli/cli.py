@@ -150,6 +150,10 @@ def train(
     from siftcli.report import run_table
     from siftcli.runner import run_train
 
+    if resume and output:
+        from siftcli.errors import SiftcliError
+
+        raise SiftcliError(f"--resume {resume} continues that folder; -o {output} names another: give one of them")
     cfg = _load(recipe, set_)  # with --resume, checked against the run folder's saved recipe
     with _Progress(not quiet) as progress:
         run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=_events(progress),

@@ -147,8 +147,9 @@ class SiftSpec(_Strict):
     sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
     repeat_delay_per_epoch: bool = False
     mode: Literal["probabilistic", "calibrated", "infobatch", "random"] = "probabilistic"
-    score: Literal["loss", "reducible", "reference"] = Field(
-        default="loss", description="loss; reducible: loss minus the reference's; reference: the reference's loss alone, low kept")
+    score: Literal["loss", "reducible", "reference", "entropy", "margin"] = Field(
+        default="loss", description="loss; reducible: loss minus the reference's; reference: the reference's loss alone, low kept; "
+                                    "entropy, margin: the model's own uncertainty, no label needed")
     keep_fraction: float | None = Field(default=None, gt=0, le=1, description="calibrated/random: kept fraction instead of 1/(1+beta)")
     prune_fraction: float = Field(default=0.5, ge=0, lt=1, description="infobatch: drop rate of below-mean samples")
     anneal_fraction: float = Field(default=0.0, ge=0, lt=1, description="the last fraction of the run keeps everything")

@@ -24,6 +24,7 @@ class DataSplits:
     eval: Any
     label_names: list[str] | None  # None for regression and causal LM
     input_column: str
+    unlabeled: bool = False  # the training data has no labels (distillation from a teacher alone); its labels are -1
 
 
 def vader_words(eval_fraction: float = 0.15, seed: int = 0) -> tuple[dict[str, list], dict[str, list]]:
@@ -79,6 +80,7 @@ def load_splits(
     max_train_samples: int | None = None,
     max_eval_samples: int | None = None,
     seed: int = 0,
+    unlabeled_train: bool = False,
 ) -> DataSplits:
     """Load, check columns, map labels, hold out evaluation data and cap sizes."""
     import datasets
@@ -109,8 +111,10 @@ def load_splits(
     kind = TASKS[task]
     input_column = image_column if kind.inputs == "image" else text_column
     needed = [input_column] + ([text_pair_column] if text_pair_column else []) + ([] if kind.labels == "tokens" else [label_column])
+    # a training source without labels is read only where it can be used (distillation with alpha 1): the teacher labels it
+    unlabeled = unlabeled_train and kind.labels == "class" and label_column not in train.column_names
     for name, ds in (("train", train), ("eval", evald)):
-        missing = [c for c in needed if c not in ds.column_names]
+        missing = [c for c in needed if c not in ds.column_names and not (unlabeled and name == "train" and c == label_column)]
         if missing:
             raise SiftcliError(
                 f"data: column {missing[0]!r} not found in the {name} data ({source}); "
@@ -126,11 +130,14 @@ def load_splits(
         raise SiftcliError(f"data: the evaluation data from {source!r} is empty after filtering")
 
     names: list[str] | None = None
-    if kind.labels == "class":
+    if kind.labels == "class" and unlabeled:
+        _, evald, names = _map_labels(evald, evald, label_column, label_names)
+        train = train.add_column(label_column, [-1] * len(train))
+    elif kind.labels == "class":
         train, evald, names = _map_labels(train, evald, label_column, label_names)
     elif kind.labels == "float":
         train, evald = (_float_labels(d, label_column) for d in (train, evald))
-    return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column)
+    return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column, unlabeled=unlabeled)
 
 
 def _load_one(source: str, fmt: str, config_name: str | None, split: str, column_names: list[str] | None, key: str) -> Any:

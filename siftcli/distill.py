@@ -155,6 +155,17 @@ class DistillLoss:
             self.cache.load_state_dict(state["cache"])
 
 
+def distill_loss(spec: Any, workload: Any, device: torch.device, run_dir: Path | None) -> DistillLoss:
+    """The training loss of a ``distill`` recipe section: the workload's teacher on ``device``, with its cache (by
+    sample index; spilled into the run folder when larger than ``cache_memory_mb``) unless ``cache`` is off."""
+    cache = None
+    if spec.cache:
+        classes = len(workload.label_names or []) or int(getattr(workload.teacher.config, "num_labels", 0))
+        cache = TeacherCache(len(workload.train_data), classes, spec.cache_top_k, spec.cache_memory_mb * 2**20,
+                             run_dir / "teacher-cache" if run_dir else None)
+    return DistillLoss(workload.teacher.to(device), spec.temperature, spec.alpha, cache)
+
+
 def _rows(inputs: dict[str, torch.Tensor], rows: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
     """The given rows of every per-sample input (a subset of a batch, for the teacher's forward)."""
     rows = rows.to(next(iter(inputs.values())).device)

@@ -74,7 +74,10 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     if not resume:
         run_dir = make_run_dir(output, recipe.name)
         atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+        atomic_write_json(run_dir / "data_fingerprint.json", {"sha256": data_fingerprint(workload)})
         _write_label_noise(run_dir, workload)
+    else:
+        _same_data(run_dir, workload)
     if use_sift and not resume:  # on every rank: its training step agrees on finite losses with the others
         warning = pilot_check(recipe, workload)
         if warning and on_event is not None:
@@ -96,6 +99,31 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     return run_dir, metrics
 
 
+def data_fingerprint(workload: Any) -> str:
+    """SHA-256 of the training and evaluation rows as the run sees them (tokens and labels): what a resume must match."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    for rows in (workload.train_data, workload.eval_data):
+        h.update(str(len(rows)).encode())
+        for row in rows:
+            h.update(json.dumps({k: v for k, v in row.items() if isinstance(v, (int, float, str, list))}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def _same_data(run_dir: Path, workload: Any) -> None:
+    """Refuse to continue a run on data other than the data it started on (a file rewritten in place, say)."""
+    path = run_dir / "data_fingerprint.json"
+    saved = read_json(path) if path.exists() else None
+    if saved is None:
+        raise SiftcliError(f"--resume {run_dir}: no data_fingerprint.json (an older siftcli wrote this run), so the data "
+                           "cannot be checked against the run's; start the run again")
+    if saved.get("sha256") != data_fingerprint(workload):
+        raise SiftcliError(f"--resume {run_dir}: the data differs from the data this run started on (a file changed, or "
+                           "another source); a resumed run needs the same data; start the run again")
+
+
 # Keys a resumed run may change: they do not touch the schedule, the data order or the saved state.
 RESUMABLE_CHANGES = ("eval.", "log_every_steps", "checkpoint_every_steps", "num_workers", "name")
 
@@ -109,7 +137,8 @@ def _resumable(recipe: Recipe, run_dir: Path) -> Recipe:
 
     saved_path = run_dir / "recipe.yaml"
     if not saved_path.exists():
-        return recipe
+        raise SiftcliError(f"--resume {run_dir}: no recipe.yaml in that folder, so nothing says what the run was; "
+                           "only a folder siftcli wrote can be resumed")
     saved = load_recipe(saved_path)
     old, new = _flatten(saved.model_dump(mode="json")), _flatten(recipe.model_dump(mode="json"))
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
@@ -229,6 +258,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     import torch
 
     from siftcli.builders import make_optimizer, resolve_device, sift_config
+    from siftcli.sift.losses import Uncertainty
     from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
     from siftcli.train import train_step
 
@@ -241,18 +271,21 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
         return None
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
+    # without labels the student's loss cannot run: its entropy costs the same forward and backward
+    pilot_loss = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn
+    score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in ("entropy", "margin") else workload.loss_fn
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
     precisions = ("fp32", "bf16") if sp == "auto" else (sp,)  # auto: the scorer will keep the faster, so does this
     train_t: list[float] = []
     score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
-        _, fb, step = train_step(model, model, batch, workload.loss_fn, opt, scaler, recipe, device)  # the loop's own step
+        _, fb, step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
         model.eval()
         for precision in precisions:
             t1 = time.perf_counter()
             with torch.inference_mode(), autocast(device, precision):
-                workload.loss_fn(model, batch)
+                score_fn(model, batch)
             if i:  # the first step warms caches
                 score_t[precision].append(time.perf_counter() - t1)
         model.train()

@@ -24,14 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from siftcli.analysis import target_for, time_to_target
-from siftcli.config import Recipe, load_recipe, validate_recipe
+from siftcli.config import Recipe, load_recipe
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.runio import atomic_write_json, claim, read_json
+from siftcli.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
 
-#: What a sweep may search: sift keys and their kind.
-SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_length": "int", "keep_fraction": "float",
-              "prune_fraction": "float", "anneal_fraction": "float", "memory_max_age": "int", "mode": "choice",
-              "scoring": "choice"}
 FRONTIER = (0.25, 0.5, 0.75, 1.0)
 #: Trials are not pruned after this share of the run's raw batches.
 LAST_PRUNE = 0.9
@@ -54,114 +51,6 @@ class SweepSettings:
     study: str = "siftcli-sweep"
     seed: int = 0
     enqueue: list[dict[str, Any]] = field(default_factory=list)  # parameter sets to try first (replays)
-
-
-# -- the search space ---------------------------------------------------------------------------------
-def parse_space(recipe: Recipe, *, betas: str | None, beta_range: str | None, params: list[str] | None) -> tuple[dict, bool]:
-    """``--betas`` (a grid), ``--beta-range LOW:HIGH`` (log scale) and ``--param key=LOW:HIGH[:log]`` or
-    ``key=a,b,c`` as a search space; every bound is validated against the recipe, so a bad space is one line."""
-    space: dict[str, dict[str, Any]] = {}
-    grid = betas is not None
-    if grid:
-        space["beta"] = {"kind": "choice", "values": _numbers("--betas", betas)}
-        if any(v <= 0 for v in space["beta"]["values"]):
-            raise SiftcliError(f"--betas {betas!r}: every beta must be positive")
-    else:
-        low, high, _ = _range("--beta-range", beta_range or "0.25:8", "float")
-        space["beta"] = {"kind": "float", "low": low, "high": high, "log": True}
-    for item in params or []:
-        key, sep, spec = item.partition("=")
-        key = key.strip().removeprefix("sift.")
-        if not sep or not spec.strip():
-            raise SiftcliError(f"--param {item!r}: expected key=LOW:HIGH or key=a,b,c")
-        if key not in SEARCHABLE:
-            raise SiftcliError(f"--param {item!r}: {key!r} cannot be searched; searchable: {', '.join(SEARCHABLE)}")
-        if key in space:
-            raise SiftcliError(f"--param {item!r}: {key} is given twice")
-        if ":" in spec and "," not in spec:
-            if grid:
-                raise SiftcliError(f"--param {item!r}: with --betas (a grid) every --param lists values, such as {key}=a,b")
-            low, high, log = _range(f"--param {key}", spec, SEARCHABLE[key])
-            space[key] = {"kind": SEARCHABLE[key], "low": low, "high": high, "log": log}
-        else:
-            values = [v.strip() for v in spec.split(",") if v.strip()]
-            space[key] = {"kind": "choice", "values": [_coerce(v, SEARCHABLE[key]) for v in values]}
-    for key, spec in space.items():  # every corner of the space must make a valid recipe
-        for value in spec["values"] if spec["kind"] == "choice" else (spec["low"], spec["high"]):
-            try:
-                apply_params(recipe, {key: value})
-            except SiftcliError as exc:
-                raise SiftcliError(f"search space: {key}={value!r} makes an invalid recipe: {str(exc).split(': ', 1)[-1]}") from None
-    return space, grid
-
-
-def _numbers(flag: str, text: str) -> list[float]:
-    try:
-        values = [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise SiftcliError(f"{flag} {text!r}: expected comma-separated numbers such as 0.5,1,2") from None
-    if not values or any(not math.isfinite(v) for v in values):
-        raise SiftcliError(f"{flag} {text!r}: expected comma-separated finite numbers such as 0.5,1,2")
-    if len(set(values)) != len(values):
-        raise SiftcliError(f"{flag} {text!r}: a value is given twice")
-    return values
-
-
-def _range(flag: str, text: str, kind: str) -> tuple[float, float, bool]:
-    parts = text.split(":")
-    log = parts[-1] == "log"
-    parts = parts[:-1] if log else parts
-    try:
-        low, high = (int(p) if kind == "int" else float(p) for p in parts)
-    except ValueError:
-        raise SiftcliError(f"{flag} {text!r}: expected LOW:HIGH {'integers' if kind == 'int' else 'numbers'} "
-                           "(append :log for a log scale)") from None
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise SiftcliError(f"{flag} {text!r}: expected LOW < HIGH")
-    if (log or flag == "--beta-range") and low <= 0:
-        raise SiftcliError(f"{flag} {text!r}: a log scale needs LOW > 0")
-    return low, high, log or flag == "--beta-range"
-
-
-def _coerce(value: str, kind: str) -> Any:
-    try:
-        return int(value) if kind == "int" else float(value) if kind == "float" else value
-    except ValueError:
-        raise SiftcliError(f"--param: {value!r} is not a{'n integer' if kind == 'int' else ' number'}") from None
-
-
-def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
-    """The recipe with a trial's sift settings (validated: a bad combination is one line)."""
-    raw = recipe.model_dump(mode="json")
-    raw["sift"].update(params)
-    raw["sift"]["enabled"] = True
-    if "sift_delay_fraction" in params:
-        raw["sift"]["sift_delay"] = 0
-    return validate_recipe(raw, "sweep trial")
-
-
-def grid_points(settings: SweepSettings) -> list[dict[str, Any]]:
-    """Every combination of a ``--betas`` grid (empty for a searched space)."""
-    import itertools
-
-    if not settings.grid:
-        return []
-    keys = list(settings.space)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(settings.space[k]["values"] for k in keys))]
-
-
-def _distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    import optuna
-
-    out = {}
-    for key, s in space.items():
-        if s["kind"] == "choice":
-            out[key] = optuna.distributions.CategoricalDistribution(s["values"])
-        elif s["kind"] == "int":
-            out[key] = optuna.distributions.IntDistribution(int(s["low"]), int(s["high"]), log=s["log"])
-        else:
-            out[key] = optuna.distributions.FloatDistribution(s["low"], s["high"], log=s["log"])
-    return out
 
 
 # -- the study ------------------------------------------------------------------------------------------
@@ -225,9 +114,8 @@ def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
     base = load_recipe(sweep_dir / "recipe.yaml")
     frontier = read_json(sweep_dir / "frontier.json")
     study = open_study(settings, sweep_dir, base, frontier["max_resource"])
-    trial_id = study._storage.get_trial_id_from_study_id_trial_number(study._study_id, number)
-    trial = optuna.trial.Trial(study, trial_id)
-    params = study._storage.get_trial(trial_id).params
+    trial = _live_trial(study, number, optuna)
+    params = trial.params
     recipe = apply_params(base, params)
     workload = build_workload(recipe)
     initial = copy.deepcopy(workload.model.state_dict())
@@ -376,9 +264,17 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
 def _requeue_interrupted(study: Any, optuna: Any) -> None:
     """Trials left running by a killed sweep: failed (marked interrupted) and queued again with the same parameters."""
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        study._storage.set_trial_user_attr(t._trial_id, "interrupted", True)
-        study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
+        _live_trial(study, t.number, optuna).set_user_attr("interrupted", True)
+        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
         study.enqueue_trial(t.params, skip_if_exists=False)
+
+
+def _live_trial(study: Any, number: int, optuna: Any) -> Any:
+    """The one place the sweep reaches past Optuna's public API: a live :class:`optuna.trial.Trial` for a trial number
+    (the parent created the trial with ``ask``; its process reports to it and asks whether to prune). Optuna has no
+    public lookup from number to a live trial; ``Trial(study, trial_id)`` is how its own ``ask`` builds one."""
+    frozen = study.get_trials(deepcopy=False)[number]
+    return optuna.trial.Trial(study, frozen._trial_id)
 
 
 def _counted(study: Any, optuna: Any) -> int:
@@ -425,7 +321,7 @@ def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: 
                     code, result = proc.returncode, None
                 del running[number]
                 _tell(study, trial, sweep_dir, code, result, time.perf_counter() - t0, full_seconds, settings, optuna)
-                emit("trial_end", {"number": number, "state": study._storage.get_trial(trial._trial_id).state.name})
+                emit("trial_end", {"number": number, "state": study.get_trials(deepcopy=False)[number].state.name})
             if running:
                 time.sleep(0.2)  # poll the trial processes
     except BaseException:

@@ -19,19 +19,19 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
 
-from siftcli import compiling, parallel
-from siftcli.analysis import merge_ranks, summarise_run
+from siftcli import checkpoint, compiling, parallel
 from siftcli.builders import Workload, build_train_loader, make_optimizer, resolve_device
 from siftcli.config import Recipe
 from siftcli.errors import RunInterrupted, SiftcliError
-from siftcli.runio import JsonlLog, atomic_torch_save, atomic_write_json
+from siftcli.metrics import merge_ranks, summarise_run
+from siftcli.runio import JsonlLog, atomic_write_json
 from siftcli.sift.loader import BatchDecision
 from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.precision import autocast
@@ -252,22 +252,16 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
     train_loss = workload.loss_fn  # the scoring pass always uses the student's own loss
     if recipe.distill is not None:
-        from siftcli.distill import DistillLoss, TeacherCache
+        from siftcli.distill import distill_loss
 
-        d = recipe.distill
-        cache = None
-        if d.cache:  # by sample index, so only where the loader knows them
-            classes = len(workload.label_names or []) or int(getattr(workload.teacher.config, "num_labels", 0))
-            cache = TeacherCache(len(workload.train_data), classes, d.cache_top_k, d.cache_memory_mb * 2**20,
-                                 run_dir / "teacher-cache" if run_dir else None)
-        train_loss = DistillLoss(workload.teacher.to(device), d.temperature, d.alpha, cache)
+        train_loss = distill_loss(recipe.distill, workload, device, run_dir)
         parts["teacher"] = train_loss
     budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
     state = RunState()
     if reference is not None:  # its cost is on this run's clock, as its own phase
         state.phases["reference"] = state.train_clock = state.last_eval_clock = state.earlier_seconds = reference.seconds
     if resume:
-        _load_checkpoint(run_dir, arm, state, parts, device)
+        checkpoint.load(run_dir, arm, state, parts, device)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
     compiled = compiling.counts() if recipe.compile else None
 
@@ -318,7 +312,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
-                        _save_checkpoint(run_dir, arm, state, parts, started)
+                        checkpoint.save(run_dir, arm, state, parts, started)
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
                     if budget.done(state.step, loader.stats.raw_samples):
@@ -334,7 +328,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                 evaluate_now("final")
         except KeyboardInterrupt:  # results first, then the checkpoint: a full disk cannot cost the metrics
             finish("interrupted")
-            _save_checkpoint(run_dir, arm, state, parts, started)
+            checkpoint.save(run_dir, arm, state, parts, started)
             received = [name for name in parallel.gather(stop.requested) if name]  # a signal may reach one rank only
             again = (f"siftcli train <recipe> --resume {run_dir}, launched as before (torchrun, {parallel.world()} processes)"
                      if parallel.active() else None)
@@ -345,7 +339,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
                                f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
         result = finish("completed")
-        _save_checkpoint(run_dir, arm, state, parts, started)
+        checkpoint.save(run_dir, arm, state, parts, started)
     emit("end", result)
     return result
 
@@ -366,7 +360,7 @@ def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader:
             started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None,
             reference: Reference | None = None) -> dict[str, Any]:
     """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
-    rank's are merged (:func:`~siftcli.analysis.merge_ranks`) and every rank returns the same: what a caller
+    rank's are merged (:func:`~siftcli.metrics.merge_ranks`) and every rank returns the same: what a caller
     decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""
     out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
                         device, parallel.world())
@@ -426,84 +420,6 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
         correct, count = int(correct_sum), int(count_sum)
     mean_loss = total_loss / max(1, count)
     return {"loss": mean_loss, kind.metric: METRICS[kind.metric].value(mean_loss, correct, count)}
-
-
-# -- checkpoints: the state, whole, beside the parts that carry their own state_dict ----------------
-#: Parts each rank holds its own of (its shard's loader state); the rest are the same on every rank.
-PER_RANK = ("loader", "teacher")  # the teacher's cache holds this rank's shard
-
-
-def _save_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dict[str, Any], started: float) -> None:
-    """Rank 0 writes one file holding the shared parts once (a ZeRO optimizer consolidated first) and every
-    rank's own: its loop state, loader state and RNG (collected from all ranks; a collective under torchrun)."""
-    if run_dir is None:
-        return
-    t0 = time.perf_counter()
-    saved = asdict(state)
-    saved["earlier_seconds"] += t0 - started  # what a resumed process adds its own time to
-    mine = {"state": saved, "rng": _rng_state(), **{name: parts[name].state_dict() for name in PER_RANK if name in parts}}
-    optimizer = parts["optimizer"]
-    if parallel.active() and hasattr(optimizer, "consolidate_state_dict"):  # ZeRO: every rank's shard to rank 0
-        optimizer.consolidate_state_dict(to=0)
-    ranks = parallel.gather(mine)
-    if parallel.is_main():
-        shared = {name: part.state_dict() for name, part in parts.items() if name not in PER_RANK}
-        atomic_torch_save(run_dir / "checkpoint.pt", {"arm": arm, "world_size": len(ranks), "ranks": ranks, **shared})
-    parallel.barrier()  # no rank exits (a launcher would then stop rank 0) before the checkpoint is on disk
-    state.phases["checkpoint"] += time.perf_counter() - t0
-
-
-def _load_checkpoint(run_dir: Path | None, arm: str, state: RunState, parts: dict[str, Any], device: torch.device) -> None:
-    path = run_dir / "checkpoint.pt" if run_dir else None
-    if path is None or not path.exists():
-        raise SiftcliError(f"--resume {run_dir}: no checkpoint.pt in that folder; nothing to resume")
-    try:
-        ck = torch.load(path, map_location=device, weights_only=False)
-    except Exception as exc:  # truncated, empty or not a checkpoint at all
-        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt is unreadable ({exc.__class__.__name__}); start the run again") from None
-    if not isinstance(ck, dict) or ck.get("arm") != arm:
-        got = ck.get("arm") if isinstance(ck, dict) else None
-        raise SiftcliError(f"--resume {run_dir}: checkpoint is of the {got!r} run, not {arm!r}")
-    if "ranks" not in ck and "state" in ck:  # written by one process before checkpoints held every rank's part
-        ck["ranks"] = [{"state": ck["state"], "rng": ck["rng"], **{name: ck.get(name) for name in PER_RANK}}]
-    if "ranks" not in ck:
-        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt was written by an older siftcli; start the run again")
-    if len(ck["ranks"]) != parallel.world():
-        n = len(ck["ranks"])
-        raise SiftcliError(f"--resume {run_dir}: the run was checkpointed by {n} process{'es' if n > 1 else ''} and this "
-                           f"is {parallel.world()}; resume with the same number (torchrun --nproc-per-node={n}), since each "
-                           "rank's data shard and sifting state depend on it (the saved model loads anywhere)")
-    mine = ck["ranks"][parallel.rank()]
-    for name, part in parts.items():
-        saved = mine.get(name) if name in PER_RANK else ck.get(name)
-        if saved:
-            try:
-                part.load_state_dict(saved)
-            except (ValueError, RuntimeError, KeyError) as exc:
-                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
-                raise SiftcliError(f"--resume {run_dir}: the saved {name} does not fit this run ({first})") from None
-    for key, value in mine["state"].items():
-        setattr(state, key, value)
-    _set_rng_state(mine["rng"])
-
-
-def _rng_state() -> dict[str, Any]:
-    import numpy as np
-
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict[str, Any]) -> None:
-    import numpy as np
-
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 class _NonFiniteLoss(Exception):

@@ -143,3 +143,34 @@ def test_cache_keeps_outputs_exactly_top_k_keeps_the_mass_and_large_caches_spill
     again = TeacherCache(6, 10)
     again.load_state_dict(full.state_dict())  # a resumed run keeps its cache
     assert torch.equal(again.get(idx), log_p)
+
+
+def test_uncertainty_scores_need_no_label() -> None:
+    from siftcli.sift.losses import Uncertainty
+
+    model = torch.nn.Identity()
+    logits = torch.tensor([[0.0, 0.0], [10.0, -10.0]])
+    entropy = Uncertainty("entropy")(model, (logits,))
+    margin = Uncertainty("margin")(model, (logits,))
+    assert entropy[0] == pytest.approx(0.6931, abs=1e-4) and entropy[1] < 1e-6  # unsure vs sure
+    assert margin[0] == pytest.approx(1.0) and margin[1] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_an_unlabelled_pool_distils_with_the_students_uncertainty(tmp_path: Path, text_csv: Path, teacher_dir: Path) -> None:
+    from tests.conftest import make_text_rows
+
+    pool = tmp_path / "pool.csv"
+    pool.write_text("text\n" + "\n".join(t for t, _ in make_text_rows(120, seed=3)) + "\n")  # no label column at all
+    distill = {"teacher": str(teacher_dir), "alpha": 1.0}
+    recipe = validate_recipe(tiny_recipe_dict(pool, distill=distill, **{
+        "data.eval_source": str(text_csv), "data.label_names": ["0", "1"], "sift.score": "entropy", "sift.beta": 2.0}))
+    workload = build_workload(recipe)
+    assert workload.unlabeled and all(r["labels"] == -1 for r in workload.train_data)
+    _, m = run_train(recipe, output=str(tmp_path / "run"), workload=workload)
+    assert m["status"] == "completed" and m["samples_scored"] > 0 and m["samples_trained"] < m["raw_samples"]
+    assert m["samples_teacher"] <= m["samples_trained"]  # the teacher ran on kept samples only (once each, cached)
+    assert 0.0 <= m["final"]["accuracy"] <= 1.0
+    with pytest.raises(Exception, match="has no 'label' column, so its loss cannot rank samples"):
+        build_workload(validate_recipe(tiny_recipe_dict(pool, distill=distill, **{"data.eval_source": str(text_csv)})))
+    with pytest.raises(Exception, match="column 'label' not found in the train data"):  # without distillation: labels needed
+        build_workload(validate_recipe(tiny_recipe_dict(pool, **{"data.eval_source": str(text_csv)})))

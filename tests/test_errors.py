@@ -297,7 +297,41 @@ def test_resume_from_a_truncated_checkpoint_is_one_line(tmp_path: Path, text_csv
     recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
     data = (out / "checkpoint.pt").read_bytes()
     (out / "checkpoint.pt").write_bytes(data[: len(data) // 3])
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "checkpoint.pt changed since siftcli wrote it")
+    import hashlib
+
+    (out / "checkpoint.pt.sha256").write_text(hashlib.sha256((out / "checkpoint.pt").read_bytes()).hexdigest())
     _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "checkpoint.pt is unreadable")
+    (out / "checkpoint.pt.sha256").unlink()
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "has no checkpoint.pt.sha256 beside it")
+
+
+class _Payload:
+    """What a hostile run folder would plant: unpickling it calls os.system."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # noqa: ANN204
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_and_nothing_runs(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    import hashlib
+
+    import torch
+
+    recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
+    marker = tmp_path / "pwned"
+    ck = torch.load(out / "checkpoint.pt", weights_only=True)
+    ck["state"] = _Payload(marker)  # with a matching hash: the attacker rewrote both files
+    torch.save(ck, out / "checkpoint.pt")
+    (out / "checkpoint.pt.sha256").write_text(hashlib.sha256((out / "checkpoint.pt").read_bytes()).hexdigest())
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]),
+                    "holds objects other than tensors and plain values")
+    assert not marker.exists()  # nothing in it ran
 
 
 def test_loader_state_of_another_sifting_config_is_refused() -> None:
@@ -384,3 +418,15 @@ def test_a_tokenizer_without_its_vocabulary_is_refused(tmp_path: Path, text_csv:
     (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
     _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"model.tokenizer": str(folder)})]),
                     "maps every word to its unknown token")
+
+
+def test_resume_checks_what_it_continues(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-o", str(tmp_path / "x"), "-q"]),
+                    "give one of them")
+    lines = text_csv.read_text().splitlines()
+    text_csv.write_text("\n".join(lines[:1] + [lines[2], lines[1]] + lines[3:]) + "\n")  # the data file rewritten in place
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "the data differs from the data this run")
+    text_csv.write_text("\n".join(lines) + "\n")
+    (out / "recipe.yaml").unlink()
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "no recipe.yaml in that folder")

@@ -221,7 +221,7 @@ def test_a_finished_run_leaves_a_model_another_recipe_can_start_from(tmp_path: P
     assert (folder / "config.json").exists() and (folder / "tokenizer_config.json").exists()
     again = build_workload(validate_recipe(tiny_recipe_dict(
         text_csv, **{"model.source": str(folder), "model.tokenizer": None, "model.config_overrides": {}})))
-    trained = torch.load(run_dir / "checkpoint.pt", weights_only=False)["model"]
+    trained = torch.load(run_dir / "checkpoint.pt", weights_only=True)["model"]  # loads safely: tensors and plain values
     for name, value in again.model.state_dict().items():
         assert torch.equal(value, trained[name]), name
     assert again.label_names == ["0", "1"] and again.model.config.num_labels == 2

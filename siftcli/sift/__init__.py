@@ -9,7 +9,7 @@ from siftcli.sift.algorithm import (
     target_keep_fraction,
 )
 from siftcli.sift.loader import BatchDecision, SiftingDataLoader
-from siftcli.sift.losses import HFLoss, TupleLoss, cross_entropy_loss, hf_loss, loss_from_logits, mse_loss
+from siftcli.sift.losses import HFLoss, TupleLoss, Uncertainty, cross_entropy_loss, hf_loss, loss_from_logits, mse_loss
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import SiftConfig, Sifter
 from siftcli.sift.stats import EpochStats, SiftStats
@@ -24,6 +24,7 @@ __all__ = [
     "Sifter",
     "SiftingDataLoader",
     "TupleLoss",
+    "Uncertainty",
     "calibrated_count",
     "cross_entropy_loss",
     "hf_loss",

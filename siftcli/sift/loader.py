@@ -19,12 +19,14 @@ import torch
 
 from siftcli.sift import batching
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
+from siftcli.sift.feedback import META_INDEX, META_WEIGHT, FeedbackMixin  # noqa: F401  (public names)
 from siftcli.sift.indices import IndexTracker
-from siftcli.sift.losses import PerSampleLoss
+from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
+from siftcli.sift.prefilter import SamplerDecisionsMixin, _Entry
 from siftcli.sift.scoring import Scorer
-from siftcli.sift.sifter import SiftConfig, Sifter
+from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
 from siftcli.sift.stats import EpochStats, SiftStats  # noqa: F401  (re-exported: public since 0.1)
 
 
@@ -43,22 +45,9 @@ class BatchDecision:
 
 
 BatchHook = Callable[[BatchDecision], None]
-#: Batch fields added with ``meta_in_batch=True``.
-META_INDEX, META_WEIGHT = "sift_index", "sift_weight"
 
 
-@dataclass
-class _Entry:
-    """One raw batch's decision on its way through the loader (``mask`` None: not decided yet)."""
-
-    raw: torch.Tensor | None  # its dataset indices
-    mask: torch.Tensor | None = None
-    losses: torch.Tensor | None = None
-    scores: torch.Tensor | None = None
-    weights: torch.Tensor | None = None
-
-
-class SiftingDataLoader:
+class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
     """Drop-in loader: score each raw batch without gradients, keep the informative samples,
     and yield batches of the original size.
 
@@ -124,6 +113,8 @@ class SiftingDataLoader:
         if (self.config.score in ("reducible", "reference")) != (reference_losses is not None):
             raise ValueError(f"score={self.config.score!r}: reference_losses go with score 'reducible' or 'reference' only")
         self.device = torch.device(device) if device is not None else _model_device(model)
+        if self.config.score in UNCERTAINTY:  # the model's own uncertainty replaces the loss as the score
+            loss_fn = Uncertainty(self.config.score)
         self.scorer = Scorer(model, loss_fn, self.device, scoring_precision(precision, self.device, "fp32"), reference_losses,
                              self.config.score)
         self.indices = IndexTracker(dataloader)
@@ -195,57 +186,6 @@ class SiftingDataLoader:
         kept = whole_samples + (n_samples - whole_samples) * self.config.target_keep_fraction
         return max(1, math.ceil(kept / self.batch_size)) if n_samples else 0
 
-    def training_loss(self, losses: torch.Tensor, batch: Any = None) -> torch.Tensor:
-        """The scalar to backpropagate from the training forward's per-sample ``losses`` of a yielded batch:
-        records them (:meth:`record`) and averages them with the rule's weights (all ones unless
-        ``mode="infobatch"``). Pass the ``batch`` when it carries ``sift_index``/``sift_weight``
-        (``meta_in_batch``; they are removed from it), else the batch just yielded is meant."""
-        weights = self.last_weights
-        if isinstance(batch, dict) and META_WEIGHT in batch:
-            batch.pop(META_INDEX, None)
-            weights = batch.pop(META_WEIGHT)
-        self.record(losses)
-        if weights is None:
-            return losses.mean()
-        return (losses * weights.to(losses.device, losses.dtype)).mean()
-
-    @property
-    def last_weights(self) -> torch.Tensor | None:
-        """Loss weights of the oldest yielded batch not yet recorded (the one being trained on); None: all ones."""
-        if not self._yielded:
-            return None
-        weights = self._yielded[0]["weight"]
-        return None if bool((weights == 1).all()) else weights
-
-    @property
-    def last_indices(self) -> torch.Tensor | None:
-        """Dataset indices of the oldest yielded batch not yet recorded (the one being trained on), where known."""
-        return self._yielded[0].get("index") if self._yielded else None
-
-    def record(self, losses: torch.Tensor) -> None:
-        """Remember the training forward's per-sample losses of a yielded batch by sample index: free scores
-        for memory scoring. Call it once per yielded batch, in order (the oldest batch not yet recorded is
-        meant, so loops that fetch ahead stay aligned). While the delay lasts, with ``sift_delay="auto"`` or
-        memory scoring, they also fill the history (and the start rule's gain estimate) instead of scoring. Without sample indices (see
-        :mod:`siftcli.sift.indices`) only the latter."""
-        losses = losses.detach().flatten()
-        if not self._yielded:
-            raise ValueError("record() was called more often than batches were yielded: call it once per batch")
-        meta = self._yielded.popleft()
-        history_from_training = self.config.auto_delay or self.config.scoring == "memory"
-        indices = meta.get("index")
-        if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
-            delayed = meta["delayed"].to(losses.device)
-            # the history holds what is ranked, never a mix: reducible (or reference) scores where those are ranked
-            part = None if indices is None else indices[meta["delayed"]]
-            if self.scorer.reference_losses is None or part is not None:
-                self.sifter.observe(self.scorer.scores(losses[delayed].float().cpu(), part))
-        if indices is None:
-            return
-        if losses.numel() != indices.numel():
-            raise ValueError(f"record() got {losses.numel()} losses for a batch of {indices.numel()} samples")
-        self.memory.write(indices, losses, self.epoch)
-
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
         self._on_batch.append(hook)
@@ -270,14 +210,6 @@ class SiftingDataLoader:
             if world_size() > 1 and any_true(started, device=self.device)[0] and self.sifter.started_at is None:
                 self.sifter.started_at = self.sifter.steps  # every rank starts at the same raw batch
         return self.sifter.keeps_all
-
-    @property
-    def _prefiltering(self) -> bool:
-        """Decisions from memory are made at the sampler, so dropped samples are never fetched:
-        memory scoring over a map-style ``DataLoader`` in a single process (across ranks every decision
-        must meet the others' at the same point, which only the per-raw-batch path guarantees)."""
-        by_table = self.config.scoring == "memory" or self.config.score == "reference"  # reference: a table, no forward
-        return by_table and self.config.needs_scores and self.indices.available and world_size() < 2
 
     def __iter__(self) -> Iterator[Any]:
         if self._active and not self._resume_mid_epoch:
@@ -326,49 +258,6 @@ class SiftingDataLoader:
         self.sifter.start_epoch()
         self._raw_in_epoch = 0
         self._active = False
-
-    # -- decisions at the sampler (memory scoring) ------------------------------------------
-    def _prefilter(self, batch: list[int]) -> list[int] | None:
-        """Called by the batch sampler with each raw index list; returns what to fetch (``None``: nothing).
-
-        A raw batch whose samples are all remembered is decided here, from memory, and only its kept
-        samples are fetched and collated; any other is fetched whole and decided in :meth:`_step`.
-        """
-        if self._swallow:  # resume: finished before the interruption
-            self._swallow -= 1
-            return None
-        if self._replay:  # resume: requested but not finished before the interruption; same decision
-            entry = self._replay.popleft()
-            if entry.raw.tolist() != list(batch):
-                raise RuntimeError("the data order on resume differs from the interrupted run's (was the sampler reseeded?)")
-        else:
-            entry = _Entry(torch.tensor(batch, dtype=torch.long))
-            if not self._keeps_all() and self._decidable(entry.raw):
-                entry.losses = self._known_losses(entry.raw)
-                entry.scores = self.scorer.scores(entry.losses, entry.raw)
-                entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel())
-        self._inflight.append(entry)
-        if entry.mask is None:
-            return list(batch)
-        fetch = entry.raw[entry.mask].tolist()
-        return fetch or None
-
-    def _decidable(self, indices: torch.Tensor) -> bool:
-        """Whether a raw batch can be decided without a forward: by the reference table, or all remembered."""
-        if self.config.score == "reference":
-            return True
-        return bool(self.memory.known(indices, self.epoch, self.config.memory_max_age).all())
-
-    def _known_losses(self, indices: torch.Tensor) -> torch.Tensor:
-        """What is known of these samples without a forward: their reference losses (score reference) or memory."""
-        if self.config.score == "reference":
-            return self.scorer.reference_losses[indices].clone()
-        return self.memory.read(indices)
-
-    def _account_dropped(self) -> None:
-        """Raw batches decided at the sampler with nothing kept, in order, up to the next fetched one."""
-        while self._inflight and self._inflight[0].mask is not None and not bool(self._inflight[0].mask.any()):
-            self._account(self._inflight.popleft(), None)
 
     # -- one raw batch ----------------------------------------------------------------------
     def _step(self, raw: Any, indices: torch.Tensor | None) -> list[tuple[Any, dict[str, torch.Tensor]]]:
@@ -477,7 +366,7 @@ class SiftingDataLoader:
             "packer": self.packer.state_dict(),
             "meta_packer": self.meta_packer.state_dict(),
             "pending": [(batching.to_device(b, "cpu"), m) for b, m in self._pending],
-            "inflight": list(self._inflight),
+            "inflight": [vars(e).copy() for e in self._inflight],  # plain dicts: checkpoints load with weights_only
             "memory": self.memory.state_dict(),
             "stats": self.stats.to_dict(),
             "scoring_precision": self.precision,  # what auto chose: a resumed run must score the same way
@@ -495,7 +384,7 @@ class SiftingDataLoader:
         self.packer.load_state_dict(state["packer"])
         self.meta_packer.load_state_dict(state["meta_packer"])
         self._pending = [tuple(p) for p in state["pending"]]
-        self._inflight = deque(state["inflight"])
+        self._inflight = deque(_Entry(**e) if isinstance(e, dict) else e for e in state["inflight"])
         self._yielded.clear()  # batches handed out before the save are not handed out again, nor recorded
         self.memory.load_state_dict(state["memory"])
         self._resume_mid_epoch = self._raw_in_epoch > 0

@@ -113,4 +113,27 @@ def mse_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
     return TupleLoss("mse")(model, batch)
 
 
+class Uncertainty:
+    """A label-free per-sample score from the model's own predictive distribution (UNIXKD's selection signal): ``entropy``
+    of the softmax, or ``margin``, one minus the gap between the two most likely classes. High means unsure: sifting
+    keeps those, so a teacher that runs on kept samples only runs where the student has most to learn."""
+
+    def __init__(self, kind: str = "entropy", label_key: str = "labels") -> None:
+        if kind not in ("entropy", "margin"):
+            raise ValueError(f"kind must be entropy or margin, got {kind!r}")
+        self.kind = kind
+        self.label_key = label_key
+
+    def __call__(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        if isinstance(batch, Mapping):
+            output = model(**{k: v for k, v in batch.items() if k != self.label_key and isinstance(v, torch.Tensor)})
+        else:
+            output = model(batch[0] if isinstance(batch, (tuple, list)) else batch)
+        log_p = F.log_softmax(_logits_of(output).float(), dim=-1)
+        if self.kind == "entropy":
+            return -(log_p.exp() * log_p).sum(-1)
+        top = log_p.exp().topk(2, dim=-1).values
+        return 1.0 - (top[:, 0] - top[:, 1])
+
+
 hf_loss = HFLoss()

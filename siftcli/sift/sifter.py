@@ -13,8 +13,10 @@ import torch
 from siftcli.sift import algorithm
 
 Mode = Literal["probabilistic", "calibrated", "infobatch", "random", "all"]
-Score = Literal["loss", "reducible", "reference"]
-SCORES = ("loss", "reducible", "reference")
+Score = Literal["loss", "reducible", "reference", "entropy", "margin"]
+SCORES = ("loss", "reducible", "reference", "entropy", "margin")
+#: Scores from the model's own predictions, with no label: a training forward's loss is another source, never mixed in.
+UNCERTAINTY = ("entropy", "margin")
 MODES = ("probabilistic", "calibrated", "infobatch", "random", "all")
 #: With ``sift_delay="auto"``, one raw batch in this many is scored during the delay: it measures the
 #: scoring cost ``s`` (the start rule needs it) and, for loops that do not call ``record()``, the gain.
@@ -49,7 +51,9 @@ class SiftConfig:
     - ``score``: what is ranked: ``loss``; ``reducible`` (loss minus a reference model's loss on the
       same sample; the loader needs ``reference_losses`` and sample indices); or ``reference``: minus the
       reference's loss alone (a reference trained toward the target keeps what it finds learnable and relevant),
-      which needs no scoring forward at all: every raw batch is decided at the sampler.
+      which needs no scoring forward at all: every raw batch is decided at the sampler; ``entropy`` or ``margin``: the
+      model's own uncertainty (:class:`~siftcli.sift.losses.Uncertainty`), which needs no label (distillation from
+      unlabelled data; training losses never enter its memory or history).
     - ``keep_fraction``: the kept fraction for ``calibrated`` and ``random`` instead of ``1/(1+beta)``.
     - ``scoring``: ``fresh`` runs a scoring forward on every raw batch; ``memory`` decides samples
       whose loss is remembered (from the training forward or an earlier scoring pass, see

@@ -1,0 +1,122 @@
+"""Checkpoints: the loop's state, whole, beside the parts that carry their own ``state_dict`` (model, optimizer,
+loader, scaler, the teacher's cache), every rank's own parts collected into one file by rank 0.
+
+A checkpoint holds tensors and plain values only and is loaded with ``torch.load(weights_only=True)``, so a run
+folder handed over by someone else can never run code; its SHA-256 is written beside it and checked before loading,
+so a corrupted or altered file is refused before anything in it is read.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from siftcli import parallel
+from siftcli.errors import SiftcliError
+from siftcli.runio import atomic_torch_save, atomic_write_text
+
+#: Parts each rank holds its own of (its shard's loader state); the rest are the same on every rank.
+PER_RANK = ("loader", "teacher")  # the teacher's cache holds this rank's shard
+
+
+def save(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Any], started: float) -> None:
+    """Rank 0 writes one file holding the shared parts once (a ZeRO optimizer consolidated first) and every
+    rank's own: its loop state, loader state and RNG (collected from all ranks; a collective under torchrun)."""
+    if run_dir is None:
+        return
+    t0 = time.perf_counter()
+    saved = asdict(state)
+    saved["earlier_seconds"] += t0 - started  # what a resumed process adds its own time to
+    mine = {"state": saved, "rng": _rng_state(), **{name: parts[name].state_dict() for name in PER_RANK if name in parts}}
+    optimizer = parts["optimizer"]
+    if parallel.active() and hasattr(optimizer, "consolidate_state_dict"):  # ZeRO: every rank's shard to rank 0
+        optimizer.consolidate_state_dict(to=0)
+    ranks = parallel.gather(mine)
+    if parallel.is_main():
+        shared = {name: part.state_dict() for name, part in parts.items() if name not in PER_RANK}
+        atomic_torch_save(run_dir / "checkpoint.pt", {"arm": arm, "world_size": len(ranks), "ranks": ranks, **shared})
+        atomic_write_text(run_dir / "checkpoint.pt.sha256", _sha256(run_dir / "checkpoint.pt") + "\n")
+    parallel.barrier()  # no rank exits (a launcher would then stop rank 0) before the checkpoint is on disk
+    state.phases["checkpoint"] += time.perf_counter() - t0
+
+
+def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Any], device: torch.device) -> None:
+    path = run_dir / "checkpoint.pt" if run_dir else None
+    if path is None or not path.exists():
+        raise SiftcliError(f"--resume {run_dir}: no checkpoint.pt in that folder; nothing to resume")
+    digest = path.with_name("checkpoint.pt.sha256")
+    if not digest.exists():
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt has no checkpoint.pt.sha256 beside it (written by an older "
+                           "siftcli, or copied without it), so it cannot be checked; start the run again")
+    if digest.read_text().strip() != _sha256(path):
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt changed since siftcli wrote it (its SHA-256 differs from "
+                           "checkpoint.pt.sha256: corrupted or tampered with); nothing in it was loaded; start the run again")
+    try:  # tensors and plain containers only: a checkpoint can never run code
+        ck = torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError:
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt holds objects other than tensors and plain values (an older "
+                           "siftcli wrote it, or someone else did); siftcli never unpickles those; start the run again") from None
+    except Exception as exc:  # truncated, empty or not a checkpoint at all
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt is unreadable ({exc.__class__.__name__}); start the run again") from None
+    if not isinstance(ck, dict) or ck.get("arm") != arm:
+        got = ck.get("arm") if isinstance(ck, dict) else None
+        raise SiftcliError(f"--resume {run_dir}: checkpoint is of the {got!r} run, not {arm!r}")
+    if "ranks" not in ck and "state" in ck:  # written by one process before checkpoints held every rank's part
+        ck["ranks"] = [{"state": ck["state"], "rng": ck["rng"], **{name: ck.get(name) for name in PER_RANK}}]
+    if "ranks" not in ck:
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt was written by an older siftcli; start the run again")
+    if len(ck["ranks"]) != parallel.world():
+        n = len(ck["ranks"])
+        raise SiftcliError(f"--resume {run_dir}: the run was checkpointed by {n} process{'es' if n > 1 else ''} and this "
+                           f"is {parallel.world()}; resume with the same number (torchrun --nproc-per-node={n}), since each "
+                           "rank's data shard and sifting state depend on it (the saved model loads anywhere)")
+    mine = ck["ranks"][parallel.rank()]
+    for name, part in parts.items():
+        saved = mine.get(name) if name in PER_RANK else ck.get(name)
+        if saved:
+            try:
+                part.load_state_dict(saved)
+            except (ValueError, RuntimeError, KeyError) as exc:
+                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
+                raise SiftcliError(f"--resume {run_dir}: the saved {name} does not fit this run ({first})") from None
+    for key, value in mine["state"].items():
+        setattr(state, key, value)
+    _set_rng_state(mine["rng"])
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _rng_state() -> dict[str, Any]:
+    import numpy as np
+
+    name, keys, pos, has_gauss, cached = np.random.get_state()  # as plain values: checkpoints load with weights_only
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    import numpy as np
+
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
