@@ -200,9 +200,9 @@ def report(entry: Entry, result: dict[str, Any]) -> list[str]:
         ratio = s["arms"][subject]["paid_ratio"][0]
         missing = [o for o in OPPONENTS if o not in rivals]
         met = all(rivals[o]["status"] == "beats" for o in OPPONENTS if o in rivals) and ratio <= entry.aim_ratio
-        word = f"not measured** (missing {', '.join(missing)};" if missing else f"{'met' if met else 'missed'}** ("
+        word = f"not measured** (missing {', '.join(missing)}; " if missing else f"{'met' if met else 'missed'}** ("
         lines += [f"- aim (beats {', '.join(OPPONENTS)} at ≤ {entry.aim_ratio} of the full baseline's time, reference paid): "
-                  f"**{word} time {ratio:.2f})", ""]
+                  f"**{word}time {ratio:.2f})", ""]
     return lines
 
 
@@ -239,7 +239,7 @@ def main(argv: list[str]) -> int:
         return 0
     if args.name in SCRIPTS:
         module = importlib.import_module(SCRIPTS[args.name])
-        return int(module.main(([f"--seeds={args.seeds}"] if args.seeds else []) + rest) or 0)
+        return int(module.main(([f"--seeds={args.seeds}"] if args.seeds is not None else []) + rest) or 0)
     if args.name not in registry:
         print(f"benchmarks: unknown entry {args.name!r}; known: {', '.join([*registry, *SCRIPTS])}", file=sys.stderr)
         return 2

@@ -171,7 +171,7 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
         parts.append(f"against {OPPONENT_NAMES.get(arm, arm)}: {status} ({text})")
     lost = [arm for arm, (status, _) in outcomes.items() if status in ("lost", "matched or beat it")]
     if lost:
-        parts.insert(0, _instead(lost[0]))
+        parts.insert(0, _instead(lost[0], pair.get("achieved_keep")))
     reached = (seeds or {}).get("time_to_target_ratio") or {}
     if seeds and reached and reached["n"] < seeds["seeds"]:  # some seeds got there, some never did
         parts.append(f"sifting reached the target in only {reached['n']} of {seeds['seeds']} seeds (time-to-target ratio "
@@ -223,11 +223,13 @@ def _outcome(single: float | None, over_seeds: dict[str, Any] | None, unit: str)
     return word, f"{single:+.2f}{unit}"
 
 
-def _instead(arm: str) -> str:
+def _instead(arm: str, keep: float | None) -> str:
     """What to do instead of sifting, from the opponent that matched or beat it."""
+    k = f"{keep:.2g}" if keep else "F"
     return {"equal-time": "Train less: a baseline given the sifted run's time did as well",
             "random-keep": "Selection did not pay: keeping the same fraction at random did as well; train on a random subset",
-            "static-filter": "Filter once instead: the static filter (siftcli filter writes the kept subset) did as well",
+            "static-filter": f"Filter once instead: the same fraction chosen once by the reference did as well; "
+                             f"siftcli filter RECIPE --keep {k} -o kept.csv writes it, then train on kept.csv",
             }.get(arm, f"{arm} did as well as sifting")
 
 

@@ -57,7 +57,8 @@ class SeedContext:
         if self._reference is not None:
             if arm == self._owner:
                 return self._reference
-            return dataclasses.replace(self._reference, seconds=0.0, cached=True)
+            built = self._reference.summary()["build_seconds"]
+            return dataclasses.replace(self._reference, seconds=0.0, cached=True, build_seconds=built)
         from siftcli.reference import reference_for
         from siftcli.runio import atomic_write_json
 
@@ -78,6 +79,7 @@ class Arm:
     derive: Callable[[SeedContext, str], Plan]
     needs: tuple[str, ...] = ()
     sifts: bool = False
+    check: Callable[[Recipe, str], None] | None = None  # refuses a recipe the arm cannot run, before anything trains
 
 
 def _changes(name: str) -> dict[str, Any]:
@@ -148,6 +150,15 @@ def _variant(ctx: SeedContext, name: str) -> Plan:
     return Plan(recipe, {} if recipe.sift.enabled else None)
 
 
+def _needs_target(recipe: Recipe, name: str) -> None:
+    if recipe.data.target_group is None:
+        raise SiftcliError(f"--arm {name}: needs data.group_column and data.target_group in the recipe (which rows are the target)")
+
+
+def _check_variant(recipe: Recipe, name: str) -> None:
+    _variant(SeedContext(recipe, None, {}), name)
+
+
 def _baseline(ctx: SeedContext, name: str) -> Plan:
     return Plan(ctx.recipe)
 
@@ -161,9 +172,10 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
         sifts=True),
     Arm("static-filter", "the sifted run's kept fraction chosen once by the reference's loss, before training", _static_filter,
         ("subject",)),
-    Arm("target-only", "only the rows of data.target_group: the ceiling of filtering a mixed pool", _target_only),
+    Arm("target-only", "only the rows of data.target_group: the ceiling of filtering a mixed pool", _target_only,
+        check=_needs_target),
     Arm("variant", "the recipe with overrides (variant:sift.beta=2,sift.mode=calibrated); sifted if it sifts", _variant,
-        sifts=True),
+        sifts=True, check=_check_variant),
     Arm("train-less", "the baseline stopped at a fraction of its steps (train-less:fraction=0.5), fully decayed", _train_less,
         ("baseline",)),
 )}
@@ -208,6 +220,18 @@ def ordered(arms: list[str], subject: str = "sifted") -> list[str]:
     return out
 
 
+def check_arms(recipe: Recipe, arms: list[str], subject: str = "sifted") -> list[str]:
+    """The runnable order of ``arms``, after refusing (one line) any arm this recipe cannot run: before anything trains."""
+    order = ordered(arms, subject)
+    for name in order:
+        row = arm_row(name)
+        if row.check is not None:
+            row.check(recipe, name)
+        if row.name == "sifted":
+            _changes(name)
+    return order
+
+
 def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
              on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
              live: list[dict[str, dict[str, Any]]] | None = None) -> list[dict[str, dict[str, Any]]]:
@@ -219,7 +243,7 @@ def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
     """
     from siftcli.builders import build_workload
 
-    order = ordered(arms, subject)
+    order = check_arms(recipe, arms, subject)
     out: list[dict[str, dict[str, Any]]] = [] if live is None else live
     for seed in seeds:
         r = recipe.model_copy(update={"seed": seed})

@@ -48,6 +48,9 @@ class Workload:
     group_names: list[str] | None = None
     holdout_data: list[dict[str, Any]] | None = None  # sift.reference holdout rows: no arm trains on them
     unlabeled: bool = False  # training rows carry no label (-1): distillation from the teacher alone
+    source_index: list[int] | None = None  # each training row's row in ``source_rows`` (what siftcli filter writes out)
+    source_rows: Any = None  # the loaded training data (a datasets.Dataset), columns as in the file
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # resolved once, from the recipe
 
     def subset(self, indices: list[int]) -> Workload:
         """The same workload on a subset of its training samples (a static filter, a ceiling): per-sample marks follow."""
@@ -136,10 +139,12 @@ def build_workload(recipe: Recipe) -> Workload:
         label_dtype = torch.float32 if TASKS[recipe.task].labels == "float" else torch.long
         collate = PadCollator(pad_values["input_ids"], padding_side, label_dtype, recipe.pad_multiple, recipe.max_length)
     groups, group_names = groups_of(splits.train, recipe)
+    source_index = list(range(len(train_rows)))  # each training row's row in the loaded training data
     if recipe.sift.reference.holdout_fraction:  # held out before any label is flipped: a clean sample of the data
         keep, held = split_off(len(train_rows), recipe.sift.reference.holdout_fraction, recipe.seed)
         holdout_rows = [train_rows[i] for i in held]
         train_rows = [train_rows[i] for i in keep]
+        source_index = keep
         groups = None if groups is None else groups[torch.tensor(keep, dtype=torch.long)]
     noisy = flip_labels(train_rows, len(splits.label_names or []), recipe.data.label_noise, recipe.seed)
     torch.manual_seed(recipe.seed)  # random-init weights (config: models, new heads) follow the recipe's seed
@@ -163,6 +168,7 @@ def build_workload(recipe: Recipe) -> Workload:
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
         pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
         groups=groups, group_names=group_names, holdout_data=holdout_rows, unlabeled=splits.unlabeled,
+        source_index=source_index, source_rows=splits.train, device=resolve_device(recipe.device, recipe.precision),
     )
 
 

@@ -28,6 +28,28 @@ RecipeArg = Annotated[Optional[str], typer.Argument(help="Recipe YAML (default: 
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override a recipe field: key.sub=value (repeatable).")]
 OutputOpt = Annotated[Optional[str], typer.Option("--output", "-o", help="Run folder (default runs/<name>-<timestamp>/).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (the files' content), nothing else; "
+                                                      "errors as a JSON object, exit code 2.")]
+#: Set by a command given ``--json``: errors then print as a JSON object on stdout.
+_OUTPUT = {"json": False}
+
+
+def _emit_json(doc: Any) -> None:
+    """Strict JSON (NaN and infinities become null, as in the files siftcli writes)."""
+    import json
+
+    from siftcli.runio import _clean
+
+    sys.stdout.write(json.dumps(_clean(doc), default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _say_error(message: str, code: int) -> None:
+    """One line on stderr, or with ``--json`` one JSON object on stdout."""
+    if _OUTPUT["json"]:
+        _emit_json({"error": message, "exit_code": code})
+    else:
+        err_console.print(f"siftcli: error: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -38,13 +60,15 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
         from siftcli import parallel
         from siftcli.errors import RunInterrupted, SiftcliError
 
+        _OUTPUT["json"] = bool(kwargs.get("json_"))
+
         try:
             return fn(*args, **kwargs)
         except SiftcliError as exc:
             # under torchrun: rank 0 prints; another rank only an error of its own (never one every rank raised)
             if parallel.is_main() or (parallel.active() and not exc.main_only):
                 who = "" if parallel.is_main() else f"[rank {parallel.rank()}] "
-                err_console.print(f"siftcli: {who}error: {exc}", markup=False, highlight=False, soft_wrap=True)
+                _say_error(f"{who}{exc}", 2)
             raise typer.Exit(2) from None
         except RunInterrupted as exc:
             if not parallel.is_main():
@@ -62,8 +86,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(130) from None
         except OSError as exc:  # a full disk or a vanished folder while writing: files are written atomically
             where = f" ({exc.filename})" if exc.filename else ""
-            err_console.print(f"siftcli: error: {exc.strerror or exc}{where}; files already written are complete, "
-                              "the one being written was not", markup=False, highlight=False, soft_wrap=True)
+            _say_error(f"{exc.strerror or exc}{where}; files already written are complete, the one being written was not", 1)
             raise typer.Exit(1) from None
         finally:
             if "torch" in sys.modules:  # leave a process group cleanly (torchrun); never import torch for it
@@ -145,6 +168,7 @@ def train(
     no_sift: Annotated[bool, typer.Option("--no-sift", help="Train the baseline even if the recipe sifts.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted run folder.")] = None,
     quiet: QuietOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
     """One fine-tune, sifted when the recipe's sift.enabled is true."""
     from siftcli.report import run_table
@@ -155,10 +179,13 @@ def train(
 
         raise SiftcliError(f"--resume {resume} continues that folder; -o {output} names another: give one of them")
     cfg = _load(recipe, set_)  # with --resume, checked against the run folder's saved recipe
-    with _Progress(not quiet) as progress:
+    with _Progress(not quiet and not json_) as progress:
         run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=_events(progress),
                                      resume=resume)
     if not _main():
+        return
+    if json_:
+        _emit_json({"run_dir": str(run_dir), "metrics": metrics})
         return
     console.print(run_table(metrics, str(run_dir)))
     if (run_dir / "model").is_dir():
@@ -179,6 +206,7 @@ def compare(
         "--arm", help="Arms to run (repeatable): baseline, sifted, equal-time, random-keep, static-filter, target-only, or "
                       "sifted:key=value,... (default: the honest opponents; see README).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Baseline and sifted only: no opponents, no verdict on them.")] = False,
+    json_: JsonOpt = False,
     equal_time: Annotated[bool, typer.Option("--equal-time", help="Alias of --arm equal-time.")] = False,
     random_keep: Annotated[bool, typer.Option("--random-keep", help="Alias of --arm random-keep.")] = False,
     quiet: QuietOpt = False,
@@ -191,7 +219,8 @@ def compare(
 
     targets = targets or []
     if len(targets) == 2:
-        console.print(compare_view(compare_run_dirs(targets[0], targets[1])))
+        result = compare_run_dirs(targets[0], targets[1])
+        _emit_json(result) if json_ else console.print(compare_view(result))
         return
     if len(targets) > 2:
         raise SiftcliError(f"compare takes a recipe or two run folders, got {len(targets)} arguments")
@@ -205,11 +234,11 @@ def compare(
         for name in arms:
             arm_row(name)  # an unknown arm is one line before anything trains
         arms = ["baseline", "sifted", *[a for a in arms if a not in ("baseline", "sifted")]]
-    with _Progress(not quiet) as progress:
+    with _Progress(not quiet and not json_) as progress:
         run_dir, result = run_compare(cfg, output=output, seeds=seeds, arms=arms or None, quick=quick,
                                       on_event=_events(progress))
     if _main():
-        console.print(compare_view(result, str(run_dir)))
+        _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(compare_view(result, str(run_dir)))
 
 
 @app.command("sweep-beta")
@@ -233,6 +262,7 @@ def sweep_beta(
     set_: SetOpt = None,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
+    json_: JsonOpt = False,
 ) -> None:
     """Tune beta (and more) on Optuna against the baseline frontier; the answer is the cheapest point reaching the target."""
     from siftcli.errors import SiftcliError
@@ -254,9 +284,9 @@ def sweep_beta(
         settings = SweepSettings(mode=mode, trials=trials, space=space, grid=grid, frontier=fractions,
                                  max_time_ratio=max_time_ratio, prune=not no_prune, storage=storage or "",
                                  study=f"{cfg.name}-sweep")
-    with _Progress(not quiet) as progress:
-        run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=progress)
-    console.print(sweep_view(result, str(run_dir)))
+    with _Progress(not quiet and not json_) as progress:
+        run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=None if json_ else progress)
+    _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(sweep_view(result, str(run_dir)))
 
 
 def _fractions(text: str) -> list[float]:
@@ -269,6 +299,33 @@ def _fractions(text: str) -> list[float]:
     if not values or any(not 0 < v <= 1 for v in values):
         raise SiftcliError(f"--frontier {text!r}: expected fractions in (0, 1] such as 0.25,0.5,0.75,1")
     return values
+
+
+@app.command("filter")
+@_friendly
+def filter_(
+    recipe: Annotated[str, typer.Argument(help="Recipe YAML whose sift.reference ranks the training data.")],
+    keep: Annotated[float, typer.Option("--keep", help="Fraction of the training data to keep (lowest reference loss).")],
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write the kept rows to (.csv, .tsv or .jsonl).")],
+    set_: SetOpt = None,
+    json_: JsonOpt = False,
+) -> None:
+    """Filter once, before training: write the training rows the reference finds most learnable and on target.
+
+    The static filter of a comparison as a path of its own; point a recipe's data.source at the file.
+    """
+    from siftcli.runner import run_filter
+
+    result = run_filter(_load(recipe, set_), keep, output)
+    if json_:
+        _emit_json(result)
+        return
+    groups = "; ".join(f"{g} {100 * v:.0f}%" for g, v in (result.get("groups") or {}).items())
+    ref = result["reference"]
+    console.print(f"kept {result['kept']} of {result['of']} rows ({100 * result['keep']:.1f}%) -> {result['output']}"
+                  + (f"; groups among kept: {groups}" if groups else "")
+                  + f"; reference {ref['kind']}: paid {ref['paid_seconds']:.1f} s, built in {ref['build_seconds']:.1f} s"
+                  + (" (cached)" if ref["cached"] else ""))
 
 
 @app.command()

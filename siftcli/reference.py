@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from siftcli.builders import Workload, resolve_device
+from siftcli.builders import Workload
 from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
 from siftcli.sift.precision import scoring_precision
@@ -126,7 +126,7 @@ def _write_cache(path: Path, payload: dict[str, Any]) -> None:
 
 
 def _score_all(model: torch.nn.Module, workload: Workload, recipe: Recipe, rows: list[dict[str, Any]]) -> torch.Tensor:
-    device = resolve_device(recipe.device, recipe.precision)
+    device = workload.device
     scorer = Scorer(model.to(device), workload.loss_fn, device, scoring_precision(recipe.sift.precision, device, recipe.precision))
     got = [scorer.losses(b) for b in DataLoader(rows, batch_size=recipe.eval.batch_size, collate_fn=workload.collate)]
     return torch.cat(got)
@@ -161,7 +161,7 @@ def model_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
 
 def cross_fitted_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
     """Reference losses for every training sample, the seconds they cost, and each reference's metrics."""
-    device = resolve_device(recipe.device, recipe.precision)
+    device = workload.device
     halves = split_halves(len(workload.train_data), recipe.seed)
     losses = torch.full((len(workload.train_data),), float("nan"))
     ref_recipe = reference_recipe(recipe)

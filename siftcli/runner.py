@@ -7,6 +7,7 @@ They work without the CLI (import and call them) and write everything under a ru
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,8 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         ensure_writable(run_dir)
         claim(run_dir)
     if resume:
+        if not (run_dir / "checkpoint.pt").exists():
+            raise SiftcliError(f"--resume {resume}: no checkpoint.pt in that folder; nothing to resume")
         recipe = _resumable(recipe, run_dir)
     use_sift = recipe.sift.enabled if sift is None else sift
     preflight(recipe)
@@ -97,6 +100,43 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         save_model(workload, run_dir / "model")
     _maybe_plot(run_dir, [metrics])
     return run_dir, metrics
+
+
+def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
+    """The static filter as a path of its own: the ``keep`` fraction of the training data with the lowest reference loss
+    (``sift.reference``: built, or read from the cache), written with the data's own columns to ``output`` (``.csv``,
+    ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. Returns what was kept and what it cost."""
+    from siftcli.arms import SeedContext
+    from siftcli.builders import build_workload
+
+    if not 0 < keep <= 1:
+        raise SiftcliError(f"--keep {keep}: expected a fraction in (0, 1]")
+    path = Path(output)
+    kind = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}.get(path.suffix.lower())
+    if kind is None:
+        raise SiftcliError(f"-o {output}: expected a .csv, .tsv or .jsonl file to write the kept rows to")
+    if path.exists() and path.is_dir():
+        raise SiftcliError(f"-o {output}: is a folder; expected a file name")
+    preflight(recipe)
+    workload = build_workload(recipe)
+    reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
+    losses = reference.losses
+    order = sorted(range(losses.numel()), key=lambda i: (losses[i].item() if losses[i].isfinite() else float("inf"), i))
+    chosen = sorted(order[: max(1, round(keep * losses.numel()))])
+    rows = workload.source_rows.select([workload.source_index[i] for i in chosen])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if kind == "jsonl":
+        rows.to_json(str(tmp), lines=True)
+    else:
+        rows.to_csv(str(tmp), sep="\t" if kind == "tsv" else ",", index=False)
+    os.replace(tmp, path)
+    out: dict[str, Any] = {"output": str(path), "kept": len(chosen), "of": losses.numel(), "keep": len(chosen) / losses.numel(),
+                           "reference": reference.summary()}
+    if workload.groups is not None:
+        counts = workload.groups[chosen].bincount(minlength=len(workload.group_names)).tolist()
+        out["groups"] = {name: c / len(chosen) for name, c in zip(workload.group_names, counts)}
+    return out
 
 
 def data_fingerprint(workload: Any) -> str:
@@ -177,12 +217,13 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
                 quick: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
     """The sifted run against the honest opponents (:func:`siftcli.arms.default_arms`, or ``arms``), per seed from that
     seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do."""
-    from siftcli.arms import default_arms, run_plan
+    from siftcli.arms import check_arms, default_arms, run_plan
     from siftcli.builders import build_workload
 
     if seeds < 1:
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
     chosen = arms or default_arms(recipe, quick)
+    check_arms(recipe, chosen)
     first, run_dir = prepare(recipe, output, "-compare")  # bad data fails before a folder exists
     warning = pilot_check(recipe, first) if pilot else None
     if warning and on_event is not None:
@@ -206,6 +247,10 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     result["pilot_warning"] = warning
     result["plots"] = _maybe_plot(run_dir, list(all_runs[0].values()))
     atomic_write_json(run_dir / "compare.json", result)
+    from siftcli.html import report_html
+
+    traces = {arm: (m.get("keep") or {}).get("trace") for arm, m in all_runs[0].items()}
+    atomic_write_text(run_dir / "report.html", report_html(result, traces))
     return run_dir, result
 
 
@@ -257,14 +302,15 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
 
     import torch
 
-    from siftcli.builders import make_optimizer, resolve_device, sift_config
+    from siftcli import parallel
+    from siftcli.builders import make_optimizer, sift_config
     from siftcli.sift.losses import Uncertainty
     from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
-    from siftcli.train import train_step
+    from siftcli.train import _NonFiniteLoss, train_step
 
-    if not recipe.sift.enabled:
+    if not recipe.sift.enabled or parallel.active():  # one process measures it; ranks would only repeat it
         return None
-    device = resolve_device(recipe.device, recipe.precision)
+    device = workload.device
     model = copy.deepcopy(workload.model).to(device)
     rows = workload.train_data[: recipe.batch_size]
     if len(rows) < 2:
@@ -280,7 +326,10 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     train_t: list[float] = []
     score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
-        _, fb, step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
+        try:
+            _, fb, step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
+        except _NonFiniteLoss:
+            return None  # the run itself reports a loss that is not finite, with its step
         model.eval()
         for precision in precisions:
             t1 = time.perf_counter()

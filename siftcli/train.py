@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from siftcli import checkpoint, compiling, parallel
-from siftcli.builders import Workload, build_train_loader, make_optimizer, resolve_device
+from siftcli.builders import Workload, build_train_loader, make_optimizer
 from siftcli.config import Recipe
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.metrics import merge_ranks, summarise_run
@@ -233,7 +233,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
           resume: bool = False) -> dict[str, Any]:
     """Run one fine-tune and return its metrics (also written to ``run_dir/metrics.json``)."""
     emit = on_event or (lambda kind, data: None)
-    device = resolve_device(recipe.device, recipe.precision)
+    device = workload.device
     torch.manual_seed(recipe.seed)
     random.seed(recipe.seed)
     started = time.perf_counter()

@@ -160,3 +160,59 @@ def test_ctrl_c_in_compare_keeps_finished_arms(tiny_recipe, tmp_path: Path, monk
     data = json.loads((out / "compare.json").read_text())
     assert data["status"] == "interrupted" and "baseline" in data["runs"][0]
     assert json.loads((out / "sifted" / "metrics.json").read_text())["status"] == "interrupted"
+
+
+def test_json_output_is_one_document_with_the_files_content_and_errors_are_json_too(tiny_recipe, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(tiny_recipe(epochs=1)), "-o", str(out), "--quick", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)  # the whole of stdout is one JSON document: no table, no progress
+    saved = json.loads((out / "compare.json").read_text())
+    assert doc["run_dir"] == str(out) and doc["pairs"] == saved["pairs"] and doc["verdict"] == saved["verdict"]
+    trained = runner.invoke(app, ["train", str(tiny_recipe(epochs=1)), "-o", str(tmp_path / "t"), "--json"])
+    assert trained.exit_code == 0 and json.loads(trained.stdout)["metrics"]["status"] == "completed"
+    bad = runner.invoke(app, ["compare", str(tiny_recipe()), "--json", "--set", "sift.beta=-1"])
+    err = json.loads(bad.stdout)
+    assert bad.exit_code == 2 and err["exit_code"] == 2 and "sift.beta" in err["error"]
+    plain = runner.invoke(app, ["validate", str(tmp_path / "missing.yaml")])  # --json does not stick to later commands
+    assert plain.exit_code == 2 and plain.output.startswith("siftcli: error:")
+
+
+def test_filter_writes_the_kept_rows_with_the_datas_own_columns(tmp_path: Path) -> None:
+    import csv
+
+    import yaml
+
+    from tests.conftest import make_text_rows, tiny_recipe_dict
+
+    pool = tmp_path / "pool.csv"
+    pool.write_text("text,label,domain\n" + "\n".join(f"{t},{y},{'in' if i % 2 else 'off'}"
+                                                      for i, (t, y) in enumerate(make_text_rows(120))) + "\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(pool, epochs=1, **{
+        "data.group_column": "domain", "sift.reference.kind": "holdout", "sift.reference.holdout_fraction": 0.2})))
+    out = tmp_path / "kept.csv"
+    result = runner.invoke(app, ["filter", str(recipe), "--keep", "0.25", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    with out.open() as f:
+        kept = list(csv.DictReader(f))
+    assert doc["kept"] == len(kept) == round(0.25 * doc["of"]) and set(kept[0]) == {"text", "label", "domain"}
+    originals = {r.split(",")[0] for r in pool.read_text().splitlines()[1:]}
+    assert all(r["text"] in originals for r in kept) and abs(sum(doc["groups"].values()) - 1) < 1e-9
+    again = runner.invoke(app, ["filter", str(recipe), "--keep", "0.25", "-o", str(tmp_path / "k2.jsonl"), "--json"])
+    assert json.loads(again.stdout)["reference"]["cached"] is True  # the reference is built once, then reused
+    for args, expected in ((["--keep", "0", "-o", str(out)], "--keep 0.0: expected a fraction"),
+                           (["--keep", "0.5", "-o", str(tmp_path / "k.txt")], "expected a .csv, .tsv or .jsonl file")):
+        bad = runner.invoke(app, ["filter", str(recipe), *args])
+        assert bad.exit_code == 2 and expected in bad.output
+
+
+def test_arms_are_checked_before_anything_trains_or_a_folder_exists(tiny_recipe, tmp_path: Path) -> None:
+    for args, expected in ((["--arm", "cheap"], "unknown arm; known: baseline, sifted"),
+                           (["--arm", "target-only"], "needs data.group_column and data.target_group"),
+                           (["--arm", "variant:sift.bta=2"], "did you mean 'sift.beta'"),
+                           (["--arm", "equal-time", "--quick"], "give it or --arm, not both")):
+        result = runner.invoke(app, ["compare", str(tiny_recipe()), "-o", str(tmp_path / "o"), "-q", *args])
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+        assert not (tmp_path / "o").exists()

@@ -56,3 +56,53 @@ def test_sweep_view_marks_the_recommendation_the_front_and_the_frontier() -> Non
     assert len(starred) == 1 and starred[0].split("│")[1].strip() == "0"
     assert "pruned at raw batch 12" in text and "failed: boom" in text and text.count("frontier") == 2
     assert "sift with beta 2" in text and "optuna-dashboard" in text
+
+
+def test_report_html_is_one_self_contained_page_holding_every_arm_and_the_verdict() -> None:
+    import json
+    import re
+
+    from siftcli.html import report_html
+
+    runs = {"baseline": _run("baseline", 20.0, 0.80), "sifted": _run("sifted", 11.0, 0.84, keep=0.3),
+            "equal-time": _run("equal-time", 11.5, 0.82)}
+    for r in runs.values():
+        r["higher_is_better"] = True
+        r["curve"] = [{"step": 5, "train_seconds": 4.0, "accuracy": 0.7}, {"step": 10, "train_seconds": r["train_seconds"],
+                                                                            "accuracy": r["final"]["accuracy"]}]
+    result = {"recipe": "tiny</script><b>", "runs": [runs], "verdict": "Train less </script> now.",
+              "pairs": [{"seed": 0, "target": 0.795, "vs": {"equal-time": {"diff": 2.0}}}], "seeds_summary": None}
+    page = report_html(result, {"sifted": [[0, 32, 10], [1, 32, 9]]})
+    assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", page)  # opens from disk: nothing fetched
+    assert page.count("</script>") == 2  # the data cannot close its script element early
+    data = json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S).group(1))
+    assert set(data["runs"][0]) == {"baseline", "sifted", "equal-time"} and data["verdict"] == result["verdict"]
+    assert data["runs"][0]["sifted"]["keep_trace"] == [[0, 32, 10], [1, 32, 9]] and data["metric"] == "accuracy"
+    assert "tiny&lt;/script&gt;&lt;b&gt;" in page  # the recipe name is escaped in the title
+
+
+def test_report_html_draws_in_a_real_headless_browser(tmp_path) -> None:  # noqa: ANN001
+    """Chromium (Debian's package, installed by .ci/run where it can be) runs the page's script: the table and every
+    arm's curve exist in the DOM it dumps. Skipped where no browser is installed."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from siftcli.html import report_html
+
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium on this machine")
+    runs = {a: {**_run(a, 10.0 + i, 0.8 + i / 100), "higher_is_better": True,
+                "curve": [{"step": s, "train_seconds": 2.0 * s, "accuracy": 0.5 + s / 100 + i / 100} for s in (1, 5, 9)]}
+            for i, a in enumerate(("baseline", "sifted", "equal-time"))}
+    page = tmp_path / "report.html"
+    page.write_text(report_html({"recipe": "t", "runs": [runs], "verdict": "v.", "seeds_summary": None,
+                                 "pairs": [{"seed": 0, "target": 0.55, "vs": {"equal-time": {"diff": 1.0}}}]}))
+    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert "<table>" in dom and dom.count("<polyline") == 3  # the script ran: the table and one curve per arm
+    assert "Verdict: v." in dom

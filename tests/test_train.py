@@ -132,7 +132,8 @@ def test_reducible_run_charges_its_reference_and_counts_noisy_labels(tmp_path: P
         "sift.reference.epochs": 1}))
     _, m = run_train(recipe, output=str(tmp_path / "run"))
     ref = json.loads((tmp_path / "run" / "reference.json").read_text())
-    assert m["phases"]["reference"] == pytest.approx(ref["seconds"]) and ref["seconds"] > 0 and len(ref["runs"]) == 2
+    assert m["phases"]["reference"] == pytest.approx(ref["paid_seconds"]) == pytest.approx(ref["build_seconds"])
+    assert ref["paid_seconds"] > 0 and len(ref["runs"]) == 2 and not ref["cached"] and m["reference"]["kind"] == "cross-fit"
     assert m["train_seconds"] > m["phases"]["reference"]  # on the clock
     assert m["curve"][0]["train_seconds"] > m["phases"]["reference"]
     assert m["sift"]["score"] == "reducible"

@@ -111,7 +111,8 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         if precision not in ("fp32", "bf16", "fp16", "auto"):
             raise ValueError(f"precision must be fp32, bf16, fp16 or auto, got {precision!r}")
         if (self.config.score in ("reducible", "reference")) != (reference_losses is not None):
-            raise ValueError(f"score={self.config.score!r}: reference_losses go with score 'reducible' or 'reference' only")
+            raise ValueError(f"score={self.config.score!r} and reference_losses go together: pass both (score 'reducible' or "
+                             "'reference') or neither")
         self.device = torch.device(device) if device is not None else _model_device(model)
         if self.config.score in UNCERTAINTY:  # the model's own uncertainty replaces the loss as the score
             loss_fn = Uncertainty(self.config.score)
