@@ -59,12 +59,16 @@ ENTRIES = (
         name="distill",
         title="Distillation: a teacher on every arm's clock",
         recipe="recipes/benchmarks/sst2-distill.yaml",
-        arms=("baseline", "sifted", "equal-time", "random-keep"),
+        arms=("baseline", "sifted", "variant:distill.cache=false,sift.enabled=false", "variant:distill.cache=false",
+              "equal-time", "random-keep"),
+        subjects=("sifted", "variant:distill.cache=false"),
         prepare=_teacher,
         aim_ratio=0.5,
         about="A 2-layer, 128-wide BERT student distilled on 4,000 SST-2 sentences from a MiniLM teacher fine-tuned once "
-              "(runs/distill-teacher, reused; its fine-tune is on no arm's clock). `baseline` is full distillation (the "
-              "teacher on every sample); `sifted` scores with the student alone and runs the teacher on kept samples only; "
-              "every teacher forward is on its arm's clock.",
+              "(runs/distill-teacher, reused; its fine-tune is on no arm's clock). `baseline` is cached distillation "
+              "(`distill.cache`: the teacher once per sample); `sifted` adds sifting to it; "
+              "`variant:distill.cache=false,sift.enabled=false` is plain distillation (the teacher on every sample, every "
+              "epoch) and `variant:distill.cache=false` sifted distillation without the cache (the teacher on kept samples "
+              "only). Every teacher forward is on its arm's clock.",
     ),
 )

@@ -116,9 +116,15 @@ def test_set_overrides_and_are_stored(tiny_recipe, tmp_path: Path) -> None:
 
 
 def test_validate_resolves_columns_and_model(tiny_recipe) -> None:
+    from siftcli.builders import build_workload
+    from siftcli.config import load_recipe
+
     result = runner.invoke(app, ["validate", str(tiny_recipe())])
     assert result.exit_code == 0, result.output
-    assert "120 train / 40 eval" in result.output
+    assert "120 train / 40 eval rows, labels ['0', '1']" in result.output
+    model = build_workload(load_recipe(tiny_recipe())).model  # the model it resolved: built from config, its own size
+    n = sum(p.numel() for p in model.parameters())
+    assert f"model: config:bert built from config (random init), bert, {n:,} parameters" in result.output
 
 
 def _interrupt_after(monkeypatch, calls: int) -> None:

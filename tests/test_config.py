@@ -53,5 +53,12 @@ def test_sift_section_becomes_the_engine_config_by_name(tmp_path: Path) -> None:
         "sift.keep_fraction": 0.3, "sift.score": "reducible"}))
     cfg = sift_config(r, n_train=80)  # 10 raw batches of 8 per epoch, 2 epochs
     assert (cfg.beta, cfg.mode, cfg.score, cfg.keep_fraction, cfg.seed) == (3.0, "calibrated", "reducible", 0.3, 3)
+    from dataclasses import fields
+
+    section = r.sift.model_dump()
+    copied = [f.name for f in fields(cfg) if f.name in section and f.name != "sift_delay"]
+    assert len(copied) == len(fields(cfg)) - 2  # every engine field but the delay (in batches) and the seed, by name
+    for name in copied:
+        assert getattr(cfg, name) == section[name], name
     assert cfg.sift_delay == 5 and cfg.target_keep_fraction == 0.3
     assert sift_config(r, 80, mode="random", keep_fraction=0.5).mode == "random"

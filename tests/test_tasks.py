@@ -8,7 +8,7 @@ import pytest
 
 from siftcli.config import validate_recipe
 from siftcli.errors import SiftcliError
-from siftcli.tasks import TASKS
+from siftcli.tasks import METRICS, TASKS
 from tests.conftest import tiny_recipe_dict
 
 ALL_LOSSES = ("cross_entropy", "mse", "bce", "causal_lm")
@@ -16,10 +16,45 @@ ALL_LOSSES = ("cross_entropy", "mse", "bce", "causal_lm")
 
 def test_every_task_defines_what_the_modules_ask() -> None:
     for name, task in TASKS.items():
-        assert task.name == name and task.losses and task.metric in ("accuracy", "mse", "perplexity")
+        assert task.name == name and task.losses and task.metric in METRICS
         assert task.auto_class.startswith("AutoModelFor")
         assert task.loss_kind("auto") == task.losses[0]
-        assert task.higher_is_better == (task.metric == "accuracy")
+        assert task.higher_is_better == METRICS[task.metric].higher_is_better
+
+
+def test_no_module_but_the_table_names_a_metric() -> None:
+    import re
+
+    root = Path(__file__).resolve().parent.parent / "siftcli"
+    for path in root.rglob("*.py"):
+        if path.name in ("tasks.py", "config.py"):  # the table, and the schema's list of names a recipe may write
+            continue
+        loss_kinds = {loss for task in TASKS.values() for loss in task.losses}  # "mse" is a loss kind too
+        for metric in (m for m in METRICS if m not in loss_kinds):
+            assert not re.search(rf"[\"']{metric}[\"']", path.read_text()), f"{path.name} names the metric {metric!r}"
+
+
+def test_a_metric_added_to_the_table_is_read_by_analysis_and_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rich.console import Console
+
+    from siftcli import tasks
+    from siftcli.analysis import compare_pair, verdict
+    from siftcli.report import compare_view
+
+    monkeypatch.setitem(tasks.METRICS, "f1", tasks.Metric("f1", True, scale=100.0, unit=" f1 points"))
+
+    def run(arm: str, value: float) -> dict:
+        return {"arm": arm, "metric": "f1", "higher_is_better": True, "final": {"f1": value, "loss": 0.3}, "train_seconds": 10.0,
+                "total_seconds": 11.0, "optimizer_steps": 5, "samples_scored": 0, "samples_trained": 10, "raw_samples": 10,
+                "phases": {}, "curve": [{"train_seconds": 10.0, "f1": value, "step": 5}]}
+
+    pair = compare_pair({"baseline": run("baseline", 0.50), "sifted": run("sifted", 0.52), "equal-time": run("equal-time", 0.51)})
+    assert pair["metric_delta"] == pytest.approx(2.0) and pair["vs"]["equal-time"]["diff"] == pytest.approx(1.0)
+    assert "(+1.00 f1 points)" in verdict(pair, {"beta": 1.0})
+    console = Console(width=200, record=True)
+    console.print(compare_view({"runs": [{a: run(a, v) for a, v in (("baseline", 0.5), ("sifted", 0.52))}], "pairs": [pair],
+                                "seeds_summary": None, "verdict": "v."}))
+    assert "+2.00 f1 points" in console.export_text()
 
 
 @pytest.mark.parametrize("task", sorted(TASKS))
