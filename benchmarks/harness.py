@@ -239,7 +239,9 @@ def main(argv: list[str]) -> int:
         return 0
     if args.name in SCRIPTS:
         module = importlib.import_module(SCRIPTS[args.name])
-        return int(module.main(([f"--seeds={args.seeds}"] if args.seeds is not None else []) + rest) or 0)
+        forwarded = ([f"--seeds={args.seeds}"] if args.seeds is not None else []) + rest
+        sys.argv = [f"benchmarks {args.name}", *forwarded]  # drivers print their own command line from sys.argv[1:]
+        return int(module.main(forwarded) or 0)
     if args.name not in registry:
         print(f"benchmarks: unknown entry {args.name!r}; known: {', '.join([*registry, *SCRIPTS])}", file=sys.stderr)
         return 2
