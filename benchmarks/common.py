@@ -36,3 +36,10 @@ def _cpu() -> str:
 def write_section(out: Path, marker: str, section: list[str]) -> None:
     """Replace the section of ``out`` whose heading starts with ``marker`` (``## ...``)."""
     _write_section(out, marker.removeprefix("## "), section)
+
+
+def publish(out: Path, marker: str, section: list[str], results: Path, minutes: float) -> None:
+    """Write the section (:func:`write_section`), print it, and say where it and the results it came from went."""
+    write_section(out, marker, section)
+    print("\n".join(section))
+    print(f"wrote {out} and {results} ({minutes:.1f} min)")

@@ -23,6 +23,7 @@ from typing import Any
 
 from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
+from siftcli.sift.sifter import REFERENCE_SCORES
 
 Event = Callable[[str, dict[str, Any]], None]
 
@@ -113,11 +114,17 @@ def _random_keep(ctx: SeedContext, name: str) -> Plan:
 def _static_filter(ctx: SeedContext, name: str) -> Plan:
     """The subject's overall kept fraction, chosen once before training: the samples with the lowest reference loss
     (what the reference finds learnable and on target). The offline alternative a careful user would try."""
-    keep = kept_fraction(ctx.runs[ctx.subject])
-    losses = ctx.reference(name).losses
+    return Plan(ctx.recipe, subset=lowest(ctx.reference(name).losses, kept_fraction(ctx.runs[ctx.subject])), pays_reference=True)
+
+
+def lowest(losses: Any, keep: float) -> list[int]:
+    """The ``keep`` fraction (at least one) of sample indices with the lowest loss, ties by index, non-finite last;
+    in index order. The static filter's choice, for the arm and for ``siftcli filter`` alike."""
+    import torch
+
     k = max(1, int(round(keep * losses.numel())))
-    order = sorted(range(losses.numel()), key=lambda i: (float(losses[i]) if math.isfinite(float(losses[i])) else math.inf, i))
-    return Plan(ctx.recipe, subset=sorted(order[:k]), pays_reference=True)
+    ranked = torch.where(torch.isfinite(losses), losses.float(), torch.tensor(math.inf)).sort(stable=True).indices
+    return sorted(ranked[:k].tolist())
 
 
 def _target_only(ctx: SeedContext, name: str) -> Plan:
@@ -198,7 +205,7 @@ def default_arms(recipe: Recipe, quick: bool = False) -> list[str]:
     arms.append("equal-time")
     if recipe.sift.mode not in ("random",):
         arms.append("random-keep")
-    if recipe.sift.score in ("reducible", "reference"):
+    if recipe.sift.score in REFERENCE_SCORES:
         arms.append("static-filter")
     return arms
 
@@ -268,8 +275,7 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
     plan = arm_row(name).derive(ctx, name)
     workload = ctx.workload if plan.subset is None else ctx.workload.subset(plan.subset)
     cfg = sift_config(plan.recipe, len(workload.train_data), **plan.sift) if plan.sift is not None else None
-    ranks_reference = cfg is not None and cfg.score in ("reducible", "reference")
-    reference = ctx.reference(name, folder) if ranks_reference or plan.pays_reference else None
+    reference = ctx.reference(name, folder) if (cfg is not None and cfg.uses_reference) or plan.pays_reference else None
     if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
         reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
     workload.model.load_state_dict(ctx.initial)
@@ -327,7 +333,7 @@ def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
     for key in ("sift_delay", "anneal_fraction", "repeat_delay_per_epoch"):
         if key in sift and sift[key] not in (None, "auto"):
             changes[key] = sift[key]
-    if (sifted.get("sift") or {}).get("sift_delay") == "auto":
+    if sift.get("sift_delay") == "auto":
         started = (sifted.get("keep") or {}).get("sift_started_at")
         changes["sift_delay"] = 0 if started is None else int(started)
         if started is None:

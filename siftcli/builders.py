@@ -23,7 +23,7 @@ from siftcli.errors import SiftcliError
 from siftcli.rows import ImageCollator, PadCollator, flip_labels, groups_of, holdout_split, split_off, tokenize
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import HFLoss, PerSampleLoss
-from siftcli.sift.sifter import SiftConfig
+from siftcli.sift.sifter import UNCERTAINTY, SiftConfig
 from siftcli.tasks import TASKS, metric
 
 
@@ -104,7 +104,7 @@ def build_workload(recipe: Recipe) -> Workload:
     from siftcli.models import build_model, load_image_processor, load_tokenizer
 
     splits = splits_from_recipe(recipe)
-    if splits.unlabeled and recipe.sift.enabled and recipe.sift.score not in ("entropy", "margin") and recipe.sift.mode != "random":
+    if splits.unlabeled and recipe.sift.enabled and recipe.sift.score not in UNCERTAINTY and recipe.sift.mode != "random":
         raise SiftcliError(f"data: the training data has no {recipe.data.label_column!r} column, so its loss cannot rank samples; "
                            "use sift.score entropy or margin (the student's own uncertainty), or sift.enabled false")
     if splits.unlabeled and recipe.data.label_noise:
@@ -300,7 +300,7 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
         raw, model, workload.loss_fn, config, batch_size=recipe.batch_size, device=device,
         precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
         padding_side=workload.padding_side, pad_to_multiple_of=recipe.pad_multiple,
-        reference_losses=reference_losses if config.score in ("reducible", "reference") else None,
+        reference_losses=reference_losses if config.uses_reference else None,
         epochs=recipe.epochs,
     )
 

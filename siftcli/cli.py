@@ -228,11 +228,7 @@ def compare(
     arms = list(arm or []) + (["equal-time"] if equal_time else []) + (["random-keep"] if random_keep else [])
     if arms and quick:
         raise SiftcliError("--quick runs baseline and sifted only; give it or --arm, not both")
-    if arms:
-        from siftcli.arms import arm_row
-
-        for name in arms:
-            arm_row(name)  # an unknown arm is one line before anything trains
+    if arms:  # run_compare refuses an unknown or unrunnable arm in one line, before anything trains
         arms = ["baseline", "sifted", *[a for a in arms if a not in ("baseline", "sifted")]]
     with _Progress(not quiet and not json_) as progress:
         run_dir, result = run_compare(cfg, output=output, seeds=seeds, arms=arms or None, quick=quick,

@@ -51,7 +51,7 @@ class TeacherCache:
 
     def __init__(self, n: int, classes: int, top_k: int | None = None, memory_bytes: float = 1e9,
                  spill_dir: Path | None = None) -> None:
-        self.n, self.classes = n, classes
+        self.classes = classes
         self.top_k = None if top_k is None or top_k >= classes else int(top_k)
         width = classes if self.top_k is None else 2 * self.top_k + 1  # values, class ids, the log of the remaining mass
         self.known = torch.zeros(n, dtype=torch.bool)
@@ -65,7 +65,6 @@ class TeacherCache:
             self.table = torch.from_numpy(self._map)
         else:
             self.table = torch.zeros(n, width)
-        self.hits = 0
 
     def lookup(self, indices: torch.Tensor) -> torch.Tensor:
         return self.known[indices]
@@ -81,7 +80,6 @@ class TeacherCache:
 
     def get(self, indices: torch.Tensor) -> torch.Tensor:
         rows = self.table[indices].clone()
-        self.hits += int(indices.numel())
         if self.top_k is None:
             return rows
         k = self.top_k

@@ -31,6 +31,8 @@ from torch.utils.data import DataLoader
 from siftcli.builders import Workload
 from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
+from siftcli.rows import hash_rows
+from siftcli.runio import atomic_torch_save
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.scoring import Scorer
 from siftcli.train import Reference, train
@@ -102,9 +104,7 @@ def cache_key(workload: Workload, recipe: Recipe) -> str:
     optimiser and batch size its training uses, the task, loss and length, and the seed."""
     h = hashlib.sha256()
     for rows in (workload.train_data, workload.holdout_data or []):
-        h.update(str(len(rows)).encode())
-        for row in rows:
-            h.update(json.dumps({k: v for k, v in row.items() if isinstance(v, (int, float, str, list))}, sort_keys=True).encode())
+        hash_rows(h, rows)
     spec = recipe.sift.reference.model_dump(mode="json", exclude={"cache"})
     parts = {"reference": spec, "model": recipe.model.model_dump(mode="json"), "optim": recipe.optim.model_dump(mode="json"),
              "batch_size": recipe.batch_size, "task": recipe.task, "loss": recipe.loss, "max_length": recipe.max_length,
@@ -118,9 +118,7 @@ def _write_cache(path: Path, payload: dict[str, Any]) -> None:
     written (read-only home, full disk) costs a rebuild next time, never the run."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
+        atomic_torch_save(path, payload)
     except (OSError, RuntimeError):
         pass
 

@@ -99,6 +99,16 @@ def tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[dict[
     return rows
 
 
+def hash_rows(h: Any, rows: list[dict[str, Any]]) -> None:
+    """Feed training rows (tokens, labels: their plain values) into the hash ``h``: what a reference's cache key and a
+    resumed run's data check both depend on."""
+    import json
+
+    h.update(str(len(rows)).encode())
+    for row in rows:
+        h.update(json.dumps({k: v for k, v in row.items() if isinstance(v, (int, float, str, list))}, sort_keys=True).encode())
+
+
 def split_off(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """Seeded ``(kept, held out)`` index lists: ``fraction`` of ``range(n)`` held out, both in their original order."""
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(4_241 + seed))

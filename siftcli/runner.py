@@ -81,12 +81,12 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         _write_label_noise(run_dir, workload)
     else:
         _same_data(run_dir, workload)
-    if use_sift and not resume:  # on every rank: its training step agrees on finite losses with the others
+    if use_sift and not resume:
         warning = pilot_check(recipe, workload)
         if warning and on_event is not None:
             on_event("warning", {"message": warning})
     cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
-    ranks_reference = cfg is not None and cfg.score in ("reducible", "reference")
+    ranks_reference = cfg is not None and cfg.uses_reference
     if resume and ranks_reference and recipe.sift.reference.kind != "model" and not recipe.sift.reference.cache:
         raise SiftcliError(f"--resume {resume}: with sift.reference.cache false the reference would be trained again, on "
                            "another clock; resume with the cache on, or start the run again")
@@ -106,7 +106,7 @@ def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
     """The static filter as a path of its own: the ``keep`` fraction of the training data with the lowest reference loss
     (``sift.reference``: built, or read from the cache), written with the data's own columns to ``output`` (``.csv``,
     ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. Returns what was kept and what it cost."""
-    from siftcli.arms import SeedContext
+    from siftcli.arms import SeedContext, lowest
     from siftcli.builders import build_workload
 
     if not 0 < keep <= 1:
@@ -121,8 +121,7 @@ def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
     workload = build_workload(recipe)
     reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
     losses = reference.losses
-    order = sorted(range(losses.numel()), key=lambda i: (losses[i].item() if losses[i].isfinite() else float("inf"), i))
-    chosen = sorted(order[: max(1, round(keep * losses.numel()))])
+    chosen = lowest(losses, keep)
     rows = workload.source_rows.select([workload.source_index[i] for i in chosen])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -142,13 +141,12 @@ def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
 def data_fingerprint(workload: Any) -> str:
     """SHA-256 of the training and evaluation rows as the run sees them (tokens and labels): what a resume must match."""
     import hashlib
-    import json
+
+    from siftcli.rows import hash_rows
 
     h = hashlib.sha256()
     for rows in (workload.train_data, workload.eval_data):
-        h.update(str(len(rows)).encode())
-        for row in rows:
-            h.update(json.dumps({k: v for k, v in row.items() if isinstance(v, (int, float, str, list))}, sort_keys=True).encode())
+        hash_rows(h, rows)
     return h.hexdigest()
 
 
@@ -306,6 +304,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     from siftcli.builders import make_optimizer, sift_config
     from siftcli.sift.losses import Uncertainty
     from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
+    from siftcli.sift.sifter import UNCERTAINTY
     from siftcli.train import _NonFiniteLoss, train_step
 
     if not recipe.sift.enabled or parallel.active():  # one process measures it; ranks would only repeat it
@@ -319,7 +318,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
     # without labels the student's loss cannot run: its entropy costs the same forward and backward
     pilot_loss = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn
-    score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in ("entropy", "margin") else workload.loss_fn
+    score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in UNCERTAINTY else workload.loss_fn
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
     precisions = ("fp32", "bf16") if sp == "auto" else (sp,)  # auto: the scorer will keep the faster, so does this

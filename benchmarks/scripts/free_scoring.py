@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import _cpu, _fmt, _ms, write_section
+from benchmarks.common import _cpu, _fmt, _ms, publish
 from benchmarks.harness import ROOT  # noqa: E402
 
 FAST_EVAL = ["eval.per_epoch=false", "eval.every_steps=100"]
@@ -193,9 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     minutes = sum(r.get("minutes", 0) for r in results.values()) if args.report_only else (time.perf_counter() - started) / 60
     argv = [a for a in sys.argv[1:] if a != "--report-only"]
     section = report(results, argv, minutes)
-    write_section(Path(args.out), "## Scoring that costs nothing", section)
-    print("\n".join(section))
-    print(f"wrote {args.out} and {out_root / 'results.json'} ({minutes:.1f} min)")
+    publish(Path(args.out), "## Scoring that costs nothing", section, out_root / "results.json", minutes)
     return 0
 
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import _cpu, write_section
+from benchmarks.common import _cpu, publish
 from benchmarks.harness import ROOT  # noqa: E402
 
 
@@ -126,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_json(root / "results.json", results)
     minutes = (time.perf_counter() - started) / 60
     section = report(results, sys.argv[1:], minutes)
-    write_section(Path(args.out), "## Sweeps:", section)
-    print("\n".join(section))
-    print(f"wrote {args.out} and {root / 'results.json'} ({minutes:.1f} min)")
+    publish(Path(args.out), "## Sweeps:", section, root / "results.json", minutes)
     return 0
 
 

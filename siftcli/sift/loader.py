@@ -110,7 +110,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
             raise ValueError("batch_size is unknown: pass batch_size= or wrap a DataLoader that has one")
         if precision not in ("fp32", "bf16", "fp16", "auto"):
             raise ValueError(f"precision must be fp32, bf16, fp16 or auto, got {precision!r}")
-        if (self.config.score in ("reducible", "reference")) != (reference_losses is not None):
+        if self.config.uses_reference != (reference_losses is not None):
             raise ValueError(f"score={self.config.score!r} and reference_losses go together: pass both (score 'reducible' or "
                              "'reference') or neither")
         self.device = torch.device(device) if device is not None else _model_device(model)

@@ -113,13 +113,17 @@ def mse_loss(model: torch.nn.Module, batch: Any) -> torch.Tensor:
     return TupleLoss("mse")(model, batch)
 
 
+#: Scores from the model's own predictions, with no label: a training forward's loss is another source, never mixed in.
+UNCERTAINTY = ("entropy", "margin")
+
+
 class Uncertainty:
     """A label-free per-sample score from the model's own predictive distribution (UNIXKD's selection signal): ``entropy``
     of the softmax, or ``margin``, one minus the gap between the two most likely classes. High means unsure: sifting
     keeps those, so a teacher that runs on kept samples only runs where the student has most to learn."""
 
     def __init__(self, kind: str = "entropy", label_key: str = "labels") -> None:
-        if kind not in ("entropy", "margin"):
+        if kind not in UNCERTAINTY:
             raise ValueError(f"kind must be entropy or margin, got {kind!r}")
         self.kind = kind
         self.label_key = label_key

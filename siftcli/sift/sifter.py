@@ -11,12 +11,13 @@ from typing import Any, Literal
 import torch
 
 from siftcli.sift import algorithm
+from siftcli.sift.losses import UNCERTAINTY  # noqa: F401  (named here beside the other scores)
 
 Mode = Literal["probabilistic", "calibrated", "infobatch", "random", "all"]
 Score = Literal["loss", "reducible", "reference", "entropy", "margin"]
 SCORES = ("loss", "reducible", "reference", "entropy", "margin")
-#: Scores from the model's own predictions, with no label: a training forward's loss is another source, never mixed in.
-UNCERTAINTY = ("entropy", "margin")
+#: Scores that rank against a reference model's per-sample losses (the loader needs them, and sample indices).
+REFERENCE_SCORES = ("reducible", "reference")
 MODES = ("probabilistic", "calibrated", "infobatch", "random", "all")
 #: With ``sift_delay="auto"``, one raw batch in this many is scored during the delay: it measures the
 #: scoring cost ``s`` (the start rule needs it) and, for loops that do not call ``record()``, the gain.
@@ -111,6 +112,11 @@ class SiftConfig:
         if self.keep_fraction is not None:
             return float(self.keep_fraction)
         return algorithm.target_keep_fraction(self.beta)
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether the rule ranks against reference losses (:data:`REFERENCE_SCORES`)."""
+        return self.score in REFERENCE_SCORES
 
     @property
     def needs_scores(self) -> bool:
