@@ -32,11 +32,7 @@ def relevance(in_domain: int = 900, off_target: int = 1800, holdout: int = 500, 
     if (folder / "pool.csv").exists():
         return folder
     rng = random.Random(20_261_123)
-    mr = []
-    for name, label in (("rt-polarity.neg", "negative"), ("rt-polarity.pos", "positive")):
-        text = (SHARED / "mr_sentence_polarity" / name).read_text(encoding="utf-8", errors="replace")
-        mr += [{"text": line.strip(), "label": label} for line in text.splitlines() if line.strip()]
-    rng.shuffle(mr)
+    mr = _mr_rows(rng)
     ev, hold, pool_mr = mr[:evaluation], mr[evaluation:evaluation + holdout], mr[evaluation + holdout:evaluation + holdout + in_domain]
     news = []
     with (SHARED / "ag_news" / "alps_train_subset_10k.tsv").open(encoding="utf-8") as f:
@@ -48,5 +44,48 @@ def relevance(in_domain: int = 900, off_target: int = 1800, holdout: int = 500, 
     rng.shuffle(pool)
     _write(folder / "eval.csv", ev)
     _write(folder / "holdout.csv", hold)
+    _write(folder / "pool.csv", pool)
+    return folder
+
+
+def _near_copy(text: str, rng: random.Random) -> str:
+    """One small edit of a sentence (a word dropped, doubled or swapped with its neighbour): what scraped pools repeat."""
+    words = text.split()
+    if len(words) < 4:
+        return text + " ."
+    i = rng.randrange(len(words) - 1)
+    edit = rng.choice(("drop", "double", "swap"))
+    if edit == "drop":
+        words.pop(i)
+    elif edit == "double":
+        words.insert(i, words[i])
+    else:
+        words[i], words[i + 1] = words[i + 1], words[i]
+    return " ".join(words)
+
+
+def _mr_rows(rng: random.Random) -> list[dict[str, str]]:
+    rows = []
+    for name, label in (("rt-polarity.neg", "negative"), ("rt-polarity.pos", "positive")):
+        text = (SHARED / "mr_sentence_polarity" / name).read_text(encoding="utf-8", errors="replace")
+        rows += [{"text": line.strip(), "label": label} for line in text.splitlines() if line.strip()]
+    rng.shuffle(rows)
+    return rows
+
+
+def redundancy(distinct: int = 600, repeated: int = 50, copies: int = 12, evaluation: int = 2000) -> Path:
+    """MR sentence polarity with redundancy: a pool of ``distinct`` sentences plus ``repeated`` others that appear
+    ``copies`` times each, every copy a near-copy (one word dropped, doubled or swapped); ``evaluation`` other MR
+    sentences to test on. Column ``domain`` says whether a row is one of the repeated ones (``copy``)."""
+    folder = DATA / f"redundancy-{distinct}-{repeated}x{copies}-{evaluation}"
+    if (folder / "pool.csv").exists():
+        return folder
+    rng = random.Random(20_261_124)
+    mr = _mr_rows(rng)
+    ev, pool_mr, rep = mr[:evaluation], mr[evaluation:evaluation + distinct], mr[evaluation + distinct:evaluation + distinct + repeated]
+    pool = [{**r, "domain": "distinct"} for r in pool_mr]
+    pool += [{"text": _near_copy(r["text"], rng), "label": r["label"], "domain": "copy"} for r in rep for _ in range(copies)]
+    rng.shuffle(pool)
+    _write(folder / "eval.csv", ev)
     _write(folder / "pool.csv", pool)
     return folder

@@ -27,6 +27,9 @@ def _teacher() -> None:
     if not (out / "model" / "config.json").exists():
         run_train(load_recipe(ROOT / "recipes" / "benchmarks" / "sst2-distill-teacher.yaml"), output=str(out))
 
+_DISTILL_ARMS_ABOUT = ("A 2-layer, 128-wide BERT student distilled on 4,000 SST-2 sentences from a MiniLM teacher fine-tuned "
+                       "once (runs/distill-teacher, reused; its fine-tune is on no arm's clock).")
+
 ENTRIES = (
     Entry(
         name="relevance",
@@ -47,6 +50,27 @@ ENTRIES = (
               "with the lowest reference loss, chosen once; target-only trains on the pool's MR rows alone (the "
               "ceiling of a perfect filter).",
     ),
+    Entry(
+        name="redundancy",
+        title="Redundancy over many epochs: near-copies of a few sentences, 10 epochs",
+        recipe="recipes/benchmarks/redundancy-mr.yaml",
+        arms=("baseline", "sifted", "sifted:scoring=fresh", "equal-time", "random-keep", "dedup"),
+        subjects=("sifted", "sifted:scoring=fresh"),
+        opponents=("equal-time", "random-keep", "dedup"),
+        prepare=lambda: data.redundancy(600, 50, 12),
+        extra={"target_group": "distinct"},
+        about="MR sentence polarity, tested on 2,000 held-out MR sentences. Pool: 600 distinct sentences and 50 others "
+              "that appear 12 times each as near-copies (a word dropped, doubled or swapped): half the pool repeats a "
+              "twelfth of its content. Pretrained MiniLM cut to its first three layers, 10 epochs. `sifted` ranks the "
+              "plain loss from memory: the first epoch trains everything (its training losses fill the memory and the "
+              "history), then a third of each raw batch is kept by loss percentile, and a sample whose loss is over 4 "
+              "epochs old is kept so training renews it (`memory_refresh: train`): no scoring forward at all. "
+              "`sifted:scoring=fresh` scores every raw batch with an eval-mode forward instead. `dedup` drops "
+              "near-copies once before training (MinHash over token bigrams, similarity 0.7; its search on its clock) "
+              "and trains the rest for the full 10 epochs: the static opponent here, since no reference ranks this "
+              "pool (the static filter needs one). 'target share' is the share of kept samples that are distinct "
+              "sentences.",
+    ),
     _selection("noise-agnews-20", "agnews-noise.yaml", ("data.label_noise=0.2",), "AG News, 20% flipped labels, from scratch"),
     _selection("noise-agnews-40", "agnews-noise.yaml", ("data.label_noise=0.4",), "AG News, 40% flipped labels, from scratch"),
     _selection("noise-sst2-20", "sst2-noise.yaml", ("data.label_noise=0.2",), "SST-2, 20% flipped labels, from scratch"),
@@ -56,6 +80,21 @@ ENTRIES = (
                ("data.max_train_samples=1000", "data.max_eval_samples=2000", "eval.every_steps=40"),
                "short fine-tune of pretrained MiniLM, AG News, 1,000 texts"),
     Entry(
+        name="distill-augmented",
+        title="Distillation where the teacher cannot be cached: inputs masked anew every epoch",
+        recipe="recipes/benchmarks/sst2-distill.yaml",
+        overrides=("data.augment.kind=mask", "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2"),
+        arms=("baseline", "sifted", "equal-time", "random-keep"),
+        opponents=("baseline", "equal-time", "random-keep"),
+        prepare=_teacher,
+        about=_DISTILL_ARMS_ABOUT + " Every epoch 15% of each sentence's tokens are masked, seeded by (seed, epoch, "
+              "sentence) (`data.augment`), so the teacher's outputs change every epoch and `distill.cache` is off "
+              "(refused if asked for): `baseline` is plain distillation, the teacher on every sample every epoch; "
+              "`sifted` keeps a third of each raw batch after the first fifth of the run (calibrated, beta 2; set before "
+              "any run, so that the kept fraction fits half the time) by the student's loss (remembered, rescored when "
+              "over an epoch old) and runs the teacher on kept samples only. Every teacher forward is on its arm's clock.",
+    ),
+    Entry(
         name="distill",
         title="Distillation: a teacher on every arm's clock",
         recipe="recipes/benchmarks/sst2-distill.yaml",
@@ -64,8 +103,7 @@ ENTRIES = (
         subjects=("sifted", "variant:distill.cache=false"),
         prepare=_teacher,
         aim_ratio=0.5,
-        about="A 2-layer, 128-wide BERT student distilled on 4,000 SST-2 sentences from a MiniLM teacher fine-tuned once "
-              "(runs/distill-teacher, reused; its fine-tune is on no arm's clock). `baseline` is cached distillation "
+        about=_DISTILL_ARMS_ABOUT + " `baseline` is cached distillation "
               "(`distill.cache`: the teacher once per sample); `sifted` adds sifting to it; "
               "`variant:distill.cache=false,sift.enabled=false` is plain distillation (the teacher on every sample, every "
               "epoch) and `variant:distill.cache=false` sifted distillation without the cache (the teacher on kept samples "

@@ -25,8 +25,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "runs" / "bench"
 DOC = ROOT / "docs" / "benchmarks.md"
-#: Opponents a sifted arm must beat for the aim (each by more than two paired standard errors).
-OPPONENTS = ("equal-time", "random-keep", "static-filter")
 
 
 @dataclass(frozen=True)
@@ -45,6 +43,7 @@ class Entry:
     about: str = ""
     aim_ratio: float = 0.5
     extra: dict[str, Any] = field(default_factory=dict)
+    opponents: tuple[str, ...] = ("equal-time", "random-keep", "static-filter")  # what a sifted arm must beat: the aim
 
 
 def _registry() -> dict[str, Entry]:
@@ -133,6 +132,9 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "kept": _ms([_kept(g) for g in got]),
             "target_share": _ms([x for x in groups if x is not None]),
             "reference": _ms([(g.get("reference") or {}).get("build_seconds") / b for g, b in zip(got, base) if g.get("reference")]),
+            "teacher": _ms([g["samples_teacher"] for g in got if g.get("samples_teacher") is not None]),
+            "ages": _ages([g.get("keep") or {} for g in got]),
+            "overlap": _ms([statistics.fmean(k) for k in ((g.get("keep") or {}).get("kept_overlap") for g in got) if k]),
         }
     vs: dict[str, dict[str, Any]] = {}
     for subject in result["subjects"]:
@@ -143,6 +145,19 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             diffs = [sign * m.scale * (_metric(r[subject]) - _metric(r[arm])) for r in runs if subject in r and arm in r]
             vs[subject][arm] = paired(diffs)
     return {"arms": arms, "vs": vs, "unit": m.unit, "metric": m.name}
+
+
+def _ages(keeps: list[dict[str, Any]]) -> list[float] | None:
+    """Share of ranked decisions made by a loss 0, 1, 2, ... epochs old (the last bucket: that or older), over seeds;
+    the last entry: decided by no loss yet."""
+    total = [0] * max((len(k.get("score_ages") or []) for k in keeps), default=0)
+    unknown = 0
+    for k in keeps:
+        for i, c in enumerate(k.get("score_ages") or []):
+            total[i] += c
+        unknown += k.get("score_unknown") or 0
+    n = sum(total) + unknown
+    return [c / n for c in total] + [unknown / n] if n else None
 
 
 def _kept(run: dict[str, Any]) -> float:
@@ -189,6 +204,20 @@ def report(entry: Entry, result: dict[str, Any]) -> list[str]:
         lines.append(f"| {arm} | {_fmt(a['ratio'])} | {_fmt(a['paid_ratio'])} | {_fmt(a['metric'])} | "
                      f"{_fmt(a['kept'])}{share} |")
     lines.append("")
+    teacher = [(arm, a["teacher"]) for arm, a in s["arms"].items() if a["teacher"] is not None]
+    if teacher:
+        lines += ["Teacher forwards per run (samples; a cached teacher runs once per sample): "
+                  + "; ".join(f"{arm} {_fmt(t, '{:,.0f}')}" for arm, t in teacher) + ".", ""]
+    memory = [(arm, a) for arm, a in s["arms"].items() if a["ages"] and (a["overlap"] or len(a["ages"]) > 2)]
+    if memory:
+        lines += ["How old the scores behind ranked decisions were (share of decisions by a loss 0, 1, 2, ... epochs old, "
+                  "the last bucket that or older; then by none yet), and the mean Jaccard overlap of consecutive epochs' "
+                  "kept sets:", ""]
+        for arm, a in memory:
+            ages = ", ".join(f"{i}: {100 * v:.0f}%" for i, v in enumerate(a["ages"][:-1]))
+            lines.append(f"- {arm}: {ages}; none yet: {100 * a['ages'][-1]:.0f}%; kept-set overlap "
+                         f"{_fmt(a['overlap'])}")
+        lines.append("")
     for subject, rivals in s["vs"].items():
         lines.append(f"Paired differences, {subject} − each arm ({s['unit'].strip() or 'metric'}; mean ± SE over {n} seeds; "
                      "'beats' = 95% Student-t interval above zero and beyond 2 SE):")
@@ -198,10 +227,10 @@ def report(entry: Entry, result: dict[str, Any]) -> list[str]:
             lines.append(f"- − {arm}: {v['mean']:+.2f} ± {se} → **{v['status']}** (per seed "
                          f"{', '.join(f'{x:+.2f}' for x in v['values'])})")
         ratio = s["arms"][subject]["paid_ratio"][0]
-        missing = [o for o in OPPONENTS if o not in rivals]
-        met = all(rivals[o]["status"] == "beats" for o in OPPONENTS if o in rivals) and ratio <= entry.aim_ratio
+        missing = [o for o in entry.opponents if o not in rivals]
+        met = all(rivals[o]["status"] == "beats" for o in entry.opponents if o in rivals) and ratio <= entry.aim_ratio
         word = f"not measured** (missing {', '.join(missing)}; " if missing else f"{'met' if met else 'missed'}** ("
-        lines += [f"- aim (beats {', '.join(OPPONENTS)} at ≤ {entry.aim_ratio} of the full baseline's time, reference paid): "
+        lines += [f"- aim (beats {', '.join(entry.opponents)} at ≤ {entry.aim_ratio} of the full baseline's time, reference paid): "
                   f"**{word}time {ratio:.2f})", ""]
     return lines
 

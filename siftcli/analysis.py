@@ -202,6 +202,7 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
 
 #: How the verdict names each opponent.
 OPPONENT_NAMES = {"equal-time": "a baseline given the same time", "random-keep": "keeping the same fraction at random",
+                  "dedup": "dropping near-copies once",
                   "static-filter": "the same fraction chosen once by the reference (static filter)"}
 _STATUS_WORDS = {"beats": "ahead beyond two paired standard errors", "loses": "behind beyond two paired standard errors",
                  "within noise": "within the noise", "too few seeds": f"too few seeds to tell (needs {MIN_SEEDS}, with spread)"}
@@ -230,6 +231,8 @@ def _instead(arm: str, keep: float | None) -> str:
             "random-keep": "Selection did not pay: keeping the same fraction at random did as well; train on a random subset",
             "static-filter": f"Filter once instead: the same fraction chosen once by the reference did as well; "
                              f"siftcli filter RECIPE --keep {k} -o kept.csv writes it, then train on kept.csv",
+            "dedup": "Drop the near-copies instead: removing them once before training did as well; "
+                     "siftcli filter RECIPE --dedup -o kept.csv writes the rest, then train on kept.csv",
             }.get(arm, f"{arm} did as well as sifting")
 
 

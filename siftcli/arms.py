@@ -32,12 +32,14 @@ Event = Callable[[str, dict[str, Any]], None]
 class Plan:
     """What one arm trains: ``recipe``; ``sift`` engine changes (``None``: no sifting, the loader keeps everything);
     ``subset``: training sample indices (``None``: all); ``pays_reference``: the reference is on its clock even
-    though it does not sift (the static filter chose its subset with it)."""
+    though it does not sift (the static filter chose its subset with it); ``upfront``: seconds of work done before
+    training to choose the data (near-duplicate removal), put on the arm's clock as phases of those names."""
 
     recipe: Recipe
     sift: dict[str, Any] | None = None
     subset: list[int] | None = None
     pays_reference: bool = False
+    upfront: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -85,7 +87,7 @@ class Arm:
 
 def _changes(name: str) -> dict[str, Any]:
     """Engine changes written after the colon of an arm name: ``sifted:score=reducible,beta=2``."""
-    import yaml
+    from siftcli.config import load_yaml_text
 
     _, _, spec = name.partition(":")
     out: dict[str, Any] = {}
@@ -93,7 +95,7 @@ def _changes(name: str) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise SiftcliError(f"--arm {name!r}: expected NAME or NAME:key=value,... (e.g. sifted:score=reducible)")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = load_yaml_text(value, f"--arm {name}")
     return out
 
 
@@ -125,6 +127,29 @@ def lowest(losses: Any, keep: float) -> list[int]:
     k = max(1, int(round(keep * losses.numel())))
     ranked = torch.where(torch.isfinite(losses), losses.float(), torch.tensor(math.inf)).sort(stable=True).indices
     return sorted(ranked[:k].tolist())
+
+
+def _dedup(ctx: SeedContext, name: str) -> Plan:
+    """Near-copies dropped once before training (``dedup:threshold=0.8``; default 0.7 Jaccard similarity of token
+    bigrams), the rest trained on the full schedule; the search is on the arm's clock."""
+    import time
+
+    from siftcli.dedup import near_duplicates, token_sequences
+
+    threshold = float(_changes(name).get("threshold", 0.7))
+    t0 = time.perf_counter()
+    kept = near_duplicates(token_sequences(ctx.workload.train_data), threshold)
+    return Plan(ctx.recipe, subset=kept, upfront={"dedup": time.perf_counter() - t0})
+
+
+def _check_dedup(recipe: Recipe, name: str) -> None:
+    from siftcli.tasks import TASKS
+
+    if TASKS[recipe.task].inputs != "text":
+        raise SiftcliError(f"--arm {name}: near-duplicate removal needs a text task; {recipe.task} has none")
+    threshold = _changes(name).get("threshold", 0.7)
+    if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise SiftcliError(f"--arm {name}: threshold must be a similarity in (0, 1]")
 
 
 def _target_only(ctx: SeedContext, name: str) -> Plan:
@@ -179,6 +204,8 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
         sifts=True),
     Arm("static-filter", "the sifted run's kept fraction chosen once by the reference's loss, before training", _static_filter,
         ("subject",)),
+    Arm("dedup", "near-copies dropped once before training (dedup:threshold=0.7), the rest on the full schedule", _dedup,
+        check=_check_dedup),
     Arm("target-only", "only the rows of data.target_group: the ceiling of filtering a mixed pool", _target_only,
         check=_needs_target),
     Arm("variant", "the recipe with overrides (variant:sift.beta=2,sift.mode=calibrated); sifted if it sifts", _variant,
@@ -279,7 +306,8 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
     if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
         reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
     workload.model.load_state_dict(ctx.initial)
-    metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event)
+    metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event,
+                    upfront=plan.upfront)
     if plan.subset is not None:
         metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
     return metrics

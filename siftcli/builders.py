@@ -51,6 +51,7 @@ class Workload:
     source_index: list[int] | None = None  # each training row's row in ``source_rows`` (what siftcli filter writes out)
     source_rows: Any = None  # the loaded training data (a datasets.Dataset), columns as in the file
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # resolved once, from the recipe
+    augment: Any = None  # data.augment: a seeded TextAugment applied to training samples as the loader fetches them
 
     def subset(self, indices: list[int]) -> Workload:
         """The same workload on a subset of its training samples (a static filter, a ceiling): per-sample marks follow."""
@@ -169,7 +170,16 @@ def build_workload(recipe: Recipe) -> Workload:
         pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
         groups=groups, group_names=group_names, holdout_data=holdout_rows, unlabeled=splits.unlabeled,
         source_index=source_index, source_rows=splits.train, device=resolve_device(recipe.device, recipe.precision),
+        augment=_augment(recipe, processor),
     )
+
+
+def _augment(recipe: Recipe, tokenizer: Any) -> Any:
+    if recipe.data.augment is None:
+        return None
+    from siftcli.augment import text_augment
+
+    return text_augment(recipe.data.augment, tokenizer, recipe.seed)
 
 
 
@@ -288,8 +298,13 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
     from siftcli.sift.precision import scoring_precision
 
     sampler = SeededSampler(len(workload.train_data), recipe.seed, parallel.rank(), parallel.world())
+    data: Any = workload.train_data
+    if workload.augment is not None:  # inputs that change every epoch, seeded by (seed, epoch, sample)
+        from siftcli.augment import AugmentedDataset
+
+        data = AugmentedDataset(workload.train_data, workload.augment)
     raw = DataLoader(
-        workload.train_data, batch_size=recipe.batch_size, sampler=sampler,
+        data, batch_size=recipe.batch_size, sampler=sampler,
         collate_fn=workload.collate, num_workers=recipe.num_workers, pin_memory=device.type == "cuda",
         # its own generator: creating an iterator must not draw from the global RNG, or a
         # resumed run's dropout masks would differ from an uninterrupted run's

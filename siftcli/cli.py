@@ -66,7 +66,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except SiftcliError as exc:
             # under torchrun: rank 0 prints; another rank only an error of its own (never one every rank raised)
-            if parallel.is_main() or (parallel.active() and not exc.main_only):
+            if parallel.is_main() or (parallel.active() and not exc.main_only) or exc.own:
                 who = "" if parallel.is_main() else f"[rank {parallel.rank()}] "
                 _say_error(f"{who}{exc}", 2)
             raise typer.Exit(2) from None
@@ -240,6 +240,7 @@ def compare(
 @app.command("sweep-beta")
 @_friendly
 def sweep_beta(
+    ctx: typer.Context,
     recipe: Annotated[Optional[str], typer.Argument(help="Recipe YAML (not with --resume).")] = None,
     trials: Annotated[int, typer.Option("--trials", help="Trials to run (a --betas grid runs each value once).")] = 12,
     mode: Annotated[str, typer.Option("--mode", help="budget: final metric, Hyperband pruning; pareto: metric and wall-clock.")] = "budget",
@@ -270,6 +271,14 @@ def sweep_beta(
     if resume:
         if recipe is not None:
             raise SiftcliError("--resume continues the sweep with its saved recipe and settings; give no RECIPE")
+        given = [flag for name, flag in (("trials", "--trials"), ("mode", "--mode"), ("betas", "--betas"),
+                                         ("beta_range", "--beta-range"), ("param", "--param"), ("frontier", "--frontier"),
+                                         ("max_time_ratio", "--max-time-ratio"), ("no_prune", "--no-prune"),
+                                         ("storage", "--storage"), ("set_", "--set"), ("output", "--output"))
+                 if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"]  # typer may vendor click
+        if given:
+            raise SiftcliError(f"--resume continues the sweep with its saved settings; {', '.join(given)} would be ignored: "
+                               "leave them out, or start a new sweep")
         cfg, settings = None, None
     else:
         cfg = _load(recipe, set_)
@@ -300,28 +309,38 @@ def _fractions(text: str) -> list[float]:
 @app.command("filter")
 @_friendly
 def filter_(
-    recipe: Annotated[str, typer.Argument(help="Recipe YAML whose sift.reference ranks the training data.")],
-    keep: Annotated[float, typer.Option("--keep", help="Fraction of the training data to keep (lowest reference loss).")],
+    recipe: Annotated[str, typer.Argument(help="Recipe YAML (its sift.reference ranks the rows for --keep).")],
     output: Annotated[str, typer.Option("--output", "-o", help="File to write the kept rows to (.csv, .tsv or .jsonl).")],
+    keep: Annotated[float | None, typer.Option("--keep", help="Fraction to keep: the lowest reference loss.")] = None,
+    dedup: Annotated[bool, typer.Option("--dedup", help="Drop near-copies first (keep the first of each).")] = False,
+    similarity: Annotated[float, typer.Option("--similarity", help="--dedup: Jaccard similarity of token bigrams that "
+                                                                   "makes a near-copy (1 = exact copies only).")] = 0.7,
     set_: SetOpt = None,
     json_: JsonOpt = False,
 ) -> None:
-    """Filter once, before training: write the training rows the reference finds most learnable and on target.
+    """Filter once, before training: drop near-copies (--dedup), keep what the reference finds learnable and on
+    target (--keep F), or both; point a recipe's data.source at the file written.
 
-    The static filter of a comparison as a path of its own; point a recipe's data.source at the file.
+    The static opponents of a comparison (dedup, static-filter) as a path of their own, for where they win.
     """
     from siftcli.runner import run_filter
 
-    result = run_filter(_load(recipe, set_), keep, output)
+    result = run_filter(_load(recipe, set_), keep, output, similarity if dedup else None)
     if json_:
         _emit_json(result)
         return
     groups = "; ".join(f"{g} {100 * v:.0f}%" for g, v in (result.get("groups") or {}).items())
-    ref = result["reference"]
-    console.print(f"kept {result['kept']} of {result['of']} rows ({100 * result['keep']:.1f}%) -> {result['output']}"
-                  + (f"; groups among kept: {groups}" if groups else "")
-                  + f"; reference {ref['kind']}: paid {ref['paid_seconds']:.1f} s, built in {ref['build_seconds']:.1f} s"
-                  + (" (cached)" if ref["cached"] else ""))
+    line = f"kept {result['kept']} of {result['of']} rows ({100 * result['keep']:.1f}%) -> {result['output']}"
+    if "dedup" in result:
+        d = result["dedup"]
+        line += f"; near-copies dropped at similarity {d['similarity']:g}: {result['of'] - d['kept']} ({d['seconds']:.1f} s)"
+    if groups:
+        line += f"; groups among kept: {groups}"
+    if "reference" in result:
+        ref = result["reference"]
+        line += (f"; reference {ref['kind']}: paid {ref['paid_seconds']:.1f} s, built in {ref['build_seconds']:.1f} s"
+                 + (" (cached)" if ref["cached"] else ""))
+    console.print(line)
 
 
 @app.command()
@@ -343,4 +362,28 @@ def validate(
 
 
 def main() -> None:
-    app()
+    """The console script. A reader that closes the pipe early (``siftcli ... | head``) ends the output, not in an
+    error: the rest is dropped quietly and the exit code is 0, as for ``cat``. (Rich meets the closed pipe by pointing
+    stdout at the null device and exiting with 1; click, by wrapping stdout and exiting with 1: both are taken back.)"""
+    import os
+    import sys
+
+    def pipe_closed() -> bool:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's, or the copy typer vendors
+            return True
+        try:
+            now, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+        except (OSError, ValueError):
+            return False
+        return (now.st_dev, now.st_ino) == (null.st_dev, null.st_ino)
+
+    was_null = pipe_closed()  # stdout sent to the null device by the user: an exit code 1 stays 1
+    try:
+        app()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout at exit: let that go nowhere
+        sys.exit(0)
+    except SystemExit as exc:
+        if exc.code == 1 and not was_null and pipe_closed():
+            sys.exit(0)
+        raise

@@ -22,6 +22,27 @@ from siftcli.tasks import TASKS, TaskName
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, data: Any) -> Any:
+        """``beta: true`` is a typo, not 1.0: a number field refuses YAML booleans (pydantic would take them)."""
+        if isinstance(data, dict):
+            for name, value in data.items():
+                field = cls.model_fields.get(name)
+                if isinstance(value, bool) and field is not None and _numeric(field.annotation):
+                    raise ValueError(f"{name}: expected a number, got {str(value).lower()} (a YAML boolean; also yes/no/on/off)")
+        return data
+
+
+def _numeric(annotation: Any) -> bool:
+    """Whether a field takes numbers and not booleans (``float``, ``int | None``, ``int | Literal['auto']``...)."""
+    import types
+    import typing
+
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union \
+        else (annotation,)
+    return any(a in (int, float) for a in args) and bool not in args
+
 
 class ModelSpec(_Strict):
     """Where the model comes from: a hub id, a local folder, or ``builtin:minilm`` (ships with pip)."""
@@ -31,6 +52,13 @@ class ModelSpec(_Strict):
     config_overrides: dict[str, Any] = Field(default_factory=dict)
     tokenizer: str | None = None
     revision: str | None = None
+
+
+class AugmentSpec(_Strict):
+    """Seeded text augmentation (:mod:`siftcli.augment`): each epoch the inputs change, the same way in every run."""
+
+    kind: Literal["mask", "delete"] = "mask"
+    rate: float = Field(default=0.15, gt=0, le=0.5, description="the chance each ordinary token is masked or deleted")
 
 
 class DataSpec(_Strict):
@@ -63,6 +91,7 @@ class DataSpec(_Strict):
     max_train_samples: int | None = Field(default=None, ge=1)
     max_eval_samples: int | None = Field(default=None, ge=1)
     label_noise: float = Field(default=0.0, ge=0, lt=1, description="fraction of training labels flipped (seeded; for benchmarks)")
+    augment: AugmentSpec | None = Field(default=None, description="text: mask or delete tokens anew every epoch (seeded)")
     group_column: str | None = Field(
         default=None, description="a column naming where each training row came from; runs report each group's share of kept samples")
     target_group: str | None = Field(
@@ -156,6 +185,9 @@ class SiftSpec(_Strict):
     scoring: Literal["fresh", "memory"] = Field(
         default="memory", description="memory (default, measured in docs/tuning.md): remembered losses decide without a forward")
     memory_max_age: int | None = Field(default=1, ge=0, description="memory: rescore losses older than this many epochs (null: never)")
+    memory_refresh: Literal["score", "train"] = Field(
+        default="score", description="memory: renew a stale loss by a scoring forward (score) or by training the sample (train: "
+                                     "no scoring forward, one source of scores)")
     reference: ReferenceSpec = Field(default_factory=ReferenceSpec)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
 
@@ -184,8 +216,9 @@ class DistillSpec(_Strict):
     teacher: str = Field(description="a model source (hub id, folder, builtin:minilm) or a siftcli run folder (its model/)")
     temperature: float = Field(default=2.0, gt=0)
     alpha: float = Field(default=0.5, ge=0, le=1, description="weight of the KL term; 1 - alpha weighs the hard-label loss")
-    cache: bool = Field(default=True, description="keep the teacher's outputs by sample: one teacher forward per sample, "
-                                                  "not per sample per epoch (exact: the inputs do not change between epochs)")
+    cache: bool | None = Field(default=None, description="keep the teacher's outputs by sample: one teacher forward per "
+                                                         "sample, not per sample per epoch; default: on where exact (the "
+                                                         "inputs do not change between epochs: no data.augment)")
     cache_top_k: int | None = Field(default=None, ge=1, description="cache the top k outputs and the remaining mass (large outputs)")
     cache_memory_mb: float = Field(default=1024, gt=0, description="above this the cache lives in a file in the run folder")
 
@@ -243,6 +276,15 @@ class Recipe(_Strict):
             raise ValueError("precision fp16 needs device cuda; use bf16 or fp32 on a CPU")
         if self.sift.precision == "fp16" and self.device == "cpu":
             raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
+        if self.data.augment is not None and (task.inputs != "text" or task.labels == "tokens"):
+            raise ValueError(f"data.augment changes the tokens of text classification or regression inputs; task "
+                             f"{self.task!r} is not one (image augmentation is not built yet)")
+        if self.distill is not None:
+            if self.distill.cache and self.data.augment is not None:
+                raise ValueError("distill.cache true with data.augment: the inputs change every epoch, so a cached teacher "
+                                 "output would be of another input; leave distill.cache out (it is then off)")
+            if self.distill.cache is None:
+                self.distill.cache = self.data.augment is None  # on wherever it is exact
         return self
 
     @property
@@ -273,10 +315,14 @@ def load_recipe(path: str | Path | None, overrides: list[str] | None = None) -> 
 MAX_RECIPE_BYTES = 1_000_000
 MAX_YAML_DEPTH = 64
 MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 100_000  # values after every alias is expanded: a recipe has a few hundred
+MAX_YAML_CHARS = 2_000_000  # characters of scalars after expansion
+MAX_INT_DIGITS = 100
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where PyYAML was built with it: the same YAML, faster
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
-    """Read a recipe; bounded in size, nesting and aliases, so no input can hang or exhaust memory."""
+    """Read a recipe; bounded in size, nesting, aliases and what they expand to, so no input can hang or exhaust memory."""
     if not path.exists():
         broken = " (a broken or looping symbolic link)" if path.is_symlink() else ""
         raise SiftcliError(f"{path}: recipe file not found{broken}")
@@ -290,14 +336,7 @@ def read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SiftcliError(f"{path}: cannot read recipe ({exc.__class__.__name__}: {exc})") from None
-    try:
-        _check_yaml_shape(text, path)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SiftcliError(f"{path}: YAML syntax error{where}: {problem}") from None
+    data = load_yaml_text(text, str(path))
     if data is None:
         raise SiftcliError(f"{path}: recipe is empty; expected a mapping of keys such as model, data, sift")
     if not isinstance(data, dict):
@@ -305,20 +344,88 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _check_yaml_shape(text: str, path: Path) -> None:
-    """Walk the YAML event stream (no recursion) and refuse deep nesting and alias expansion bombs."""
+def load_yaml_text(text: str, where: str) -> Any:
+    """Parse YAML from a recipe or a ``--set`` value, refused (one line naming ``where``) before anything is built when
+    it nests too deep, uses too many aliases, repeats a key, or would expand past :data:`MAX_YAML_NODES` values or
+    :data:`MAX_YAML_CHARS` characters: the expanded size is counted on the composed graph, where an alias is a shared
+    node, so a tree of nine aliases nine deep is refused in microseconds instead of built."""
+    if len(text) > MAX_RECIPE_BYTES:
+        raise SiftcliError(f"{where}: {len(text)} characters; at most {MAX_RECIPE_BYTES}")
+    try:
+        _check_yaml_shape(text, where)
+        loader = _LOADER(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            _check_expansion(node, where)
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SiftcliError(f"{where}: YAML syntax error{at}: {problem}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. Python's limit on converting long digit strings
+        raise SiftcliError(f"{where}: a value cannot be read ({str(exc).splitlines()[0][:120]})") from None
+
+
+def _check_expansion(root: yaml.Node, where: str) -> None:
+    """Count what ``root`` expands to (each node once, memoised: aliases share nodes) and refuse duplicate keys and
+    absurd integers, without recursion."""
+    size: dict[int, tuple[int, int]] = {}
+    open_: set[int] = set()  # collections whose children are being counted: meeting one again is a cycle
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in size:
+            continue
+        if not children_done and id(node) in open_:
+            raise SiftcliError(f"{where}: line {node.start_mark.line + 1}: a value that contains itself (a recursive alias)")
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag.endswith(":int") and len(node.value.lstrip("+-").replace("_", "")) > MAX_INT_DIGITS:
+                raise SiftcliError(f"{where}: line {node.start_mark.line + 1}: an integer of {len(node.value)} digits; "
+                                   f"expected a number of at most {MAX_INT_DIGITS} digits")
+            size[id(node)] = (1, len(node.value))
+            continue
+        kids = [n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode) else list(node.value)
+        if not children_done:
+            if isinstance(node, yaml.MappingNode):
+                seen: set[str] = set()
+                for key, _ in node.value:
+                    if isinstance(key, yaml.ScalarNode):
+                        if key.value in seen and key.value != "<<":
+                            raise SiftcliError(f"{where}: line {key.start_mark.line + 1}: key {key.value!r} is given twice; "
+                                               "write each key once")
+                        seen.add(key.value)
+            open_.add(id(node))
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+            continue
+        open_.discard(id(node))
+        nodes = 1 + sum(size[id(k)][0] for k in kids)
+        chars = sum(size[id(k)][1] for k in kids)
+        if nodes > MAX_YAML_NODES or chars > MAX_YAML_CHARS:
+            raise SiftcliError(f"{where}: line {node.start_mark.line + 1}: expands to more than {MAX_YAML_NODES:,} values or "
+                               f"{MAX_YAML_CHARS:,} characters once its aliases are written out; a recipe is a few hundred")
+        size[id(node)] = (nodes, chars)
+
+
+def _check_yaml_shape(text: str, where: str) -> None:
+    """Walk the YAML event stream (no recursion) and refuse deep nesting and many aliases before composing anything."""
     depth = aliases = 0
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+    for event in yaml.parse(text, Loader=_LOADER):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_YAML_DEPTH:
-                raise SiftcliError(f"{path}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys")
+                raise SiftcliError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys")
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
-                raise SiftcliError(f"{path}: more than {MAX_YAML_ALIASES} YAML aliases (*name); write the values out")
+                raise SiftcliError(f"{where}: more than {MAX_YAML_ALIASES} YAML aliases (*name); write the values out")
 
 
 def apply_override(raw: dict[str, Any], item: str) -> None:
@@ -330,8 +437,10 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
     if not parts:
         raise SiftcliError(f"--set {item!r}: empty key")
     try:
-        parsed = yaml.safe_load(value) if value.strip() else None
-    except yaml.YAMLError:
+        parsed = load_yaml_text(value, f"--set {key.strip()}") if value.strip() else None
+    except SiftcliError as exc:
+        if "YAML syntax error" not in str(exc):
+            raise  # a value too large, too deep or repeating a key: refused, not taken as a string
         parsed = value
     node = raw
     for part in parts[:-1]:
@@ -366,7 +475,12 @@ def _describe(err: dict[str, Any]) -> str:
     if kind in ("model_type", "dict_type"):
         return f"key {key!r}: expected a mapping of keys, got {type(err.get('input')).__name__}"
     value = err.get("input")
+    field, sep, rest = msg.partition(": expected a number")
+    if sep and field.isidentifier():  # _no_bool_numbers names the field below the section it checked
+        return f"key {'.'.join(loc + [field])!r}: expected a number{rest}"
     shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    if isinstance(value, bool) and kind == "string_type":  # --set name=no: YAML 1.1 read a word as a boolean
+        shown += "; YAML reads yes/no/on/off/true/false as booleans: quote the word ('no')"
     return f"key {key!r}: {msg}{shown}"
 
 

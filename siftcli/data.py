@@ -95,6 +95,8 @@ def load_splits(
         text_column, label_column = "text", "label"
     else:
         train = _load_one(source, fmt, config_name, train_split, column_names, "data.source")
+        if TASKS[task].labels == "class" and not label_names and label_column in train.column_names:
+            _check_class_ids(list(train[label_column]), source, column_names)
         if eval_source:
             evald = _load_one(eval_source, fmt, config_name, eval_split or train_split, column_names, "data.eval_source")
         elif eval_split:
@@ -149,6 +151,9 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             fmt = "disk" if (path / "dataset_info.json").exists() or (path / "dataset_dict.json").exists() else "imagefolder"
         elif path.suffix.lower() in FILE_FORMATS:
             fmt = FILE_FORMATS[path.suffix.lower()]
+        elif path.is_file():  # it exists; its kind is what siftcli cannot read
+            raise SiftcliError(f"{key}: {source!r} is a {path.suffix or 'suffix-less'} file; siftcli reads "
+                               f"{', '.join(sorted(FILE_FORMATS))} files (or set data.format)")
         elif _looks_like_path(source):
             raise SiftcliError(f"{key}: file or folder {source!r} not found")
         else:
@@ -186,7 +191,34 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
         raise
     except Exception as exc:  # parser errors from pandas/pyarrow: name the file, keep one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        ragged = _ragged_line(Path(source).expanduser(), fmt, column_names) if fmt in ("csv", "tsv") else None
+        if ragged is not None:
+            line, got, expected = ragged
+            raise SiftcliError(f"{key}: {source}: line {line} has {got} fields where the header has {expected}; "
+                               "quote fields that contain the delimiter") from None
         raise SiftcliError(f"{key}: cannot read {source!r} as {fmt}: {first}") from None
+
+
+def _ragged_line(path: Path, fmt: str, column_names: list[str] | None) -> tuple[int, int, int] | None:
+    """The first line of a delimited file whose field count differs from its header's (or ``column_names``), where the
+    parser's own message names only a chunk: (line, fields, expected)."""
+    import csv
+
+    try:
+        with path.open(newline="", encoding="utf-8", errors="replace") as f:
+            reader = csv.reader(f, delimiter="\t" if fmt == "tsv" else ",",
+                                quoting=csv.QUOTE_NONE if fmt == "tsv" else csv.QUOTE_MINIMAL)
+            expected = len(column_names) if column_names else None
+            for row in reader:
+                if not row:
+                    continue
+                if expected is None:
+                    expected = len(row)
+                elif len(row) != expected:
+                    return reader.line_num, len(row), expected
+    except (OSError, csv.Error):
+        return None
+    return None
 
 
 def _load_hub(source: str, config_name: str | None, split: str, key: str) -> Any:
@@ -209,6 +241,31 @@ def _load_hub(source: str, config_name: str | None, split: str, key: str) -> Any
 
 def _looks_like_path(source: str) -> bool:
     return source.startswith((".", "/", "~")) or os.sep in source and source.count("/") != 1 or Path(source).suffix != ""
+
+
+MAX_CLASSES = 10_000  # numeric class ids without label_names: a head wider than this is a typo, not a task
+
+
+def _check_class_ids(values: list[Any], source: str, column_names: list[str] | None) -> None:
+    """Numeric class ids, read before any split or shuffle so an error names the file's line: refuse an id that would
+    build an absurd head, or that leaves classes below it with no sample (one mistyped ``5`` in 0/1 data would
+    otherwise train a 6-class model without a word)."""
+    ids = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    if not ids or len(ids) != len(values):
+        return  # text labels, or a mix: _map_labels says what is wrong
+    top = max(ids)
+    row = ids.index(top)
+    suffix = Path(source).suffix.lower()
+    first_line = 2 if suffix in (".csv", ".tsv") and column_names is None else 1
+    where = f"line {row + first_line} of {source}" if suffix in (".csv", ".tsv", ".jsonl", ".json") else f"row {row + 1} of {source}"
+    if top >= MAX_CLASSES:
+        raise SiftcliError(f"data: label {top} ({where}) would make a {top + 1}-class head; class ids run 0..N-1 "
+                           "(a typo? or give data.label_names)")
+    empty = sorted(set(range(1, top + 1)) - set(ids))  # class 0 unused is 1-based ids (1..N): one idle logit, allowed
+    if empty:
+        shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+        raise SiftcliError(f"data: label {top} ({where}) leaves classes {shown} with no training sample; a mistyped label? "
+                           "Fix that line, or give data.label_names to mean those classes")
 
 
 def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | None) -> tuple[Any, Any, list[str]]:

@@ -8,9 +8,10 @@ class SiftcliError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str = "", *, main_only: bool = False) -> None:
+    def __init__(self, message: str = "", *, main_only: bool = False, own: bool = False) -> None:
         super().__init__(message)
         self.main_only = main_only  # raised alike on every rank of a distributed run: rank 0 alone prints it
+        self.own = own  # this process's own launch settings: printed by whichever rank meets it, group or not
 
 
 class RunInterrupted(Exception):

@@ -46,6 +46,9 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
             "sift_started_at": st.sift_started_at, "anneal_started_at": st.anneal_started_at,
             "scored_after_first_epoch": _share([e.scored_samples for e in st.epochs[1:]], [e.raw_samples for e in st.epochs[1:]]),
             "nonfinite": st.nonfinite, "trace": state.keep_trace,
+            # how old the scores behind ranked decisions were (score_ages[a]: samples decided by a loss a epochs old,
+            # the last bucket that or older; score_unknown: by none yet), and the kept sets' overlap epoch to epoch
+            "score_ages": list(st.score_ages), "score_unknown": st.score_unknown, "kept_overlap": list(st.kept_overlap),
         }
     noise = None
     if getattr(workload, "noisy", None) is not None:
@@ -130,6 +133,9 @@ def merge_ranks(runs: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> dict
         later = keep["per_epoch"][1:]
         keep["scored_after_first_epoch"] = _share([e["scored"] for e in later], [e["raw"] for e in later])
         keep["nonfinite"] = sum(k["nonfinite"] for k in keeps)
+        ages = [k.get("score_ages") or [] for k in keeps]
+        keep["score_ages"] = [sum(a[i] for a in ages if i < len(a)) for i in range(max(map(len, ages)))]
+        keep["score_unknown"] = sum(k.get("score_unknown", 0) for k in keeps)
         if out.get("predicted_ratio") is not None and out.get("scoring_cost") is not None and raw:
             out["predicted_ratio"] = out["samples_scored"] / raw * out["scoring_cost"] + trained / raw
     noise = out.get("label_noise")

@@ -28,6 +28,38 @@ TIMEOUT_ENV = "SIFTCLI_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 600
 
 
+def check_launch() -> None:
+    """Refuse launch variables that cannot describe a process group (one line, before anything loads): whole numbers,
+    a rank below the world size, a finite positive timeout. ``WORLD_SIZE=abc`` must not quietly mean one process."""
+    import math
+
+    from siftcli.errors import SiftcliError
+
+    values = {}
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT"):
+        text = os.environ.get(name)
+        if text is None:
+            continue
+        try:
+            values[name] = int(text.strip())
+        except ValueError:
+            raise SiftcliError(f"{name}={text!r}: expected a whole number (set by torchrun; see README, Scale out)", own=True) from None
+        if values[name] < (1 if name == "WORLD_SIZE" else 0):
+            raise SiftcliError(f"{name}={text!r}: expected a whole number of at least {1 if name == 'WORLD_SIZE' else 0}", own=True)
+    world_size = values.get("WORLD_SIZE", 1)
+    for name in ("RANK", "LOCAL_RANK"):
+        if name in values and values[name] >= world_size:
+            raise SiftcliError(f"{name}={values[name]} with WORLD_SIZE={world_size}: a rank runs from 0 to WORLD_SIZE - 1", own=True)
+    text = os.environ.get(TIMEOUT_ENV)
+    if text is not None:
+        try:
+            timeout = float(text)
+        except ValueError:
+            timeout = math.nan
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise SiftcliError(f"{TIMEOUT_ENV}={text!r}: expected a finite number of seconds above 0, such as 600", own=True)
+
+
 def launched() -> bool:
     """Whether a launcher asked for more than one process (``WORLD_SIZE`` > 1)."""
     try:
@@ -77,6 +109,7 @@ def init(device_type: str) -> bool:
 
     from siftcli.errors import SiftcliError
 
+    check_launch()
     if not launched() or (dist.is_available() and dist.is_initialized()):
         return active()
     if not dist.is_available():
@@ -85,13 +118,16 @@ def init(device_type: str) -> bool:
     if missing:
         raise SiftcliError(f"WORLD_SIZE is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: launch "
                            "with torchrun (see README, Scale out)")
-    try:
-        timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-    except ValueError:
-        raise SiftcliError(f"{TIMEOUT_ENV}={os.environ[TIMEOUT_ENV]!r}: expected seconds, such as 600") from None
+    timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=timeout))
+    try:
+        dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=timeout))
+    except Exception as exc:  # DistStoreError, RuntimeError: the peers never came, or the address is wrong
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:160]
+        raise SiftcliError(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: the process group at "
+                           f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} did not form within {timeout:g} s "
+                           f"({TIMEOUT_ENV}) ({first}); start every rank, or check the address", own=True) from None
     return True
 
 

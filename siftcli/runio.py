@@ -7,6 +7,7 @@ other ranks, and the folder checks run on rank 0 with their answer (or error) ha
 from __future__ import annotations
 
 import atexit
+import errno
 import json
 import math
 import os
@@ -72,6 +73,10 @@ def atomic_torch_save(path: Path, obj: Any) -> None:
         torch.save(obj, tmp)
         _default_mode(tmp)
         os.replace(tmp, path)
+    except RuntimeError as exc:  # torch's writer reports a full disk as RuntimeError ("file write failed")
+        Path(tmp).unlink(missing_ok=True)
+        first = (str(exc).strip().splitlines() or ["write failed"])[0][:160]
+        raise OSError(errno.EIO, f"could not be written ({first})", str(path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

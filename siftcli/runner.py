@@ -102,15 +102,23 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     return run_dir, metrics
 
 
-def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
-    """The static filter as a path of its own: the ``keep`` fraction of the training data with the lowest reference loss
-    (``sift.reference``: built, or read from the cache), written with the data's own columns to ``output`` (``.csv``,
-    ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. Returns what was kept and what it cost."""
+def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None) -> dict[str, Any]:
+    """Filter once, before training, and write the kept training rows with the data's own columns to ``output``
+    (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
+    (Jaccard similarity of token bigrams at least this; :mod:`siftcli.dedup`); ``keep``: then keep this fraction with
+    the lowest reference loss (``sift.reference``: built, or read from the cache). Returns what was kept and its cost."""
+    import time
+
     from siftcli.arms import SeedContext, lowest
     from siftcli.builders import build_workload
+    from siftcli.dedup import near_duplicates, token_sequences
 
-    if not 0 < keep <= 1:
+    if keep is None and dedup is None:
+        raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
+    if keep is not None and not 0 < keep <= 1:
         raise SiftcliError(f"--keep {keep}: expected a fraction in (0, 1]")
+    if dedup is not None and not 0 < dedup <= 1:
+        raise SiftcliError(f"--similarity {dedup}: expected a Jaccard similarity in (0, 1]")
     path = Path(output)
     kind = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}.get(path.suffix.lower())
     if kind is None:
@@ -119,9 +127,16 @@ def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
         raise SiftcliError(f"-o {output}: is a folder; expected a file name")
     preflight(recipe)
     workload = build_workload(recipe)
-    reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
-    losses = reference.losses
-    chosen = lowest(losses, keep)
+    n = len(workload.train_data)
+    chosen, out = list(range(n)), {}
+    if dedup is not None:
+        t0 = time.perf_counter()
+        chosen = near_duplicates(token_sequences(workload.train_data), dedup)
+        out["dedup"] = {"similarity": dedup, "kept": len(chosen), "seconds": time.perf_counter() - t0}
+    if keep is not None:
+        reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
+        chosen = [chosen[i] for i in lowest(reference.losses[chosen], keep)]
+        out["reference"] = reference.summary()
     rows = workload.source_rows.select([workload.source_index[i] for i in chosen])
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -130,8 +145,7 @@ def run_filter(recipe: Recipe, keep: float, output: str) -> dict[str, Any]:
     else:
         rows.to_csv(str(tmp), sep="\t" if kind == "tsv" else ",", index=False)
     os.replace(tmp, path)
-    out: dict[str, Any] = {"output": str(path), "kept": len(chosen), "of": losses.numel(), "keep": len(chosen) / losses.numel(),
-                           "reference": reference.summary()}
+    out = {"output": str(path), "kept": len(chosen), "of": n, "keep": len(chosen) / n, **out}
     if workload.groups is not None:
         counts = workload.groups[chosen].bincount(minlength=len(workload.group_names)).tolist()
         out["groups"] = {name: c / len(chosen) for name, c in zip(workload.group_names, counts)}

@@ -186,6 +186,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
             raise SiftcliError(f"--resume {resume}: not a sweep folder (no sweep_settings.json)")
         claim(sweep_dir)
         settings = SweepSettings(**read_json(sweep_dir / "sweep_settings.json"))
+        _optuna_storage_ok(settings)
         recipe = load_recipe(sweep_dir / "recipe.yaml")
         workload, initial = None, None
     else:
@@ -200,6 +201,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         initial = copy.deepcopy(workload.model.state_dict())
         atomic_write_json(sweep_dir / "sweep_settings.json", asdict(settings))
     started = time.perf_counter()
+    previous = _on_sigterm()
     try:
         frontier = run_frontier(recipe, settings, sweep_dir, workload, initial, emit)
         study = open_study(settings, sweep_dir, recipe, frontier["max_resource"])
@@ -213,6 +215,11 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         atomic_write_json(sweep_dir / "sweep.json", {"status": "interrupted"})
         raise RunInterrupted(str(sweep_dir), signal=signal,
                              resume_command=f"siftcli sweep-beta --resume {sweep_dir}") from None
+    finally:
+        if previous is not None:
+            import signal as signals
+
+            signals.signal(signals.SIGTERM, previous)
     result = summarise_sweep(study, settings, sweep_dir, frontier, time.perf_counter() - started, optuna)
     atomic_write_json(sweep_dir / "sweep.json", result)
     try:
@@ -224,21 +231,76 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     return sweep_dir, result
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM met while the parent waits on its trials: unwound like Ctrl-C (the trials are stopped and waited for,
+    the status written), reported as SIGTERM (exit code 143)."""
+
+    signal = "SIGTERM"
+
+
+def _on_sigterm() -> Any:
+    """Handle SIGTERM like SIGINT for the sweep's lifetime (a batch scheduler's stop must not orphan trial processes);
+    returns the previous handler, or None off the main thread, where no handler can be set."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
 def _optuna_storage_ok(settings: SweepSettings) -> None:
-    if settings.storage and "://" not in settings.storage:
-        raise SiftcliError(f"--storage {settings.storage!r}: expected an Optuna storage URL such as sqlite:///sweep.db "
+    """Open the storage before anything trains: the URL parses, its driver is installed, the server answers or the
+    file's folder exists; an in-memory database (which trial processes cannot share) is refused."""
+    url = settings.storage
+    if not url:
+        return
+    if "://" not in url:
+        raise SiftcliError(f"--storage {url!r}: expected an Optuna storage URL such as sqlite:///sweep.db "
                            "(leave it out for a journal file in the sweep folder)")
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception as exc:
+        raise SiftcliError(f"--storage {url!r}: not a database URL ({str(exc).splitlines()[0][:120]})") from None
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise SiftcliError(f"--storage {url!r}: an in-memory database lives in one process and the trials run in "
+                               "others; use a file, sqlite:///sweep.db")
+        folder = Path(parsed.database).expanduser().resolve().parent
+        if not folder.is_dir():
+            raise SiftcliError(f"--storage {url!r}: folder {folder} does not exist")
+    optuna = _optuna()
+    try:
+        optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+    except ImportError as exc:
+        raise SiftcliError(f"--storage {url!r}: the database driver is not installed ({exc}); e.g. "
+                           "pip install psycopg2-binary for postgresql://, pymysql for mysql+pymysql://") from None
+    except Exception as exc:  # OperationalError and friends: no server, wrong password, no such database
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+        raise SiftcliError(f"--storage {url!r}: cannot open it ({exc.__class__.__name__}: {first})") from None
 
 
 def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workload: Any, initial: Any,
                  emit: Any) -> dict[str, Any]:
     """The full baseline, then baselines capped at fractions of its steps (fully decayed); each run once and kept."""
 
+    import hashlib
+
     from siftcli.arms import SeedContext, run_one
     from siftcli.builders import build_workload
+    from siftcli.config import recipe_to_yaml
 
     path = sweep_dir / "frontier.json"
-    done = read_json(path) if path.exists() else {"points": []}
+    key = hashlib.sha256(recipe_to_yaml(recipe).encode()).hexdigest()
+    done = read_json(path) if path.exists() else {"points": [], "recipe_sha256": key}
+    if done.get("recipe_sha256") != key:  # a frontier is of one recipe: another's would price every trial wrong
+        raise SiftcliError(f"{path}: this frontier was trained for another recipe; use a new -o folder for this one")
     have = {p["fraction"] for p in done["points"]}
     fractions = sorted(set(settings.frontier) | {1.0}, reverse=True)  # the full run first: it sets the steps
     for fraction in fractions:

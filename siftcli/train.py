@@ -230,8 +230,10 @@ def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
 
 def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *, reference: Reference | None = None,
           run_dir: Path | None = None, arm: str = "baseline", on_event: Event | None = None,
-          resume: bool = False) -> dict[str, Any]:
-    """Run one fine-tune and return its metrics (also written to ``run_dir/metrics.json``)."""
+          resume: bool = False, upfront: dict[str, float] | None = None) -> dict[str, Any]:
+    """Run one fine-tune and return its metrics (also written to ``run_dir/metrics.json``). ``upfront``: seconds of
+    work done before this call that chose its data (near-duplicate removal), started on its clock as named phases,
+    like the reference's cost."""
     emit = on_event or (lambda kind, data: None)
     device = workload.device
     torch.manual_seed(recipe.seed)
@@ -258,8 +260,10 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
         parts["teacher"] = train_loss
     budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
     state = RunState()
-    if reference is not None:  # its cost is on this run's clock, as its own phase
-        state.phases["reference"] = state.train_clock = state.last_eval_clock = state.earlier_seconds = reference.seconds
+    before = {**({"reference": reference.seconds} if reference is not None else {}), **(upfront or {})}
+    if before:  # the cost of choosing the data is on this run's clock, each part as its own phase
+        state.phases.update(before)
+        state.train_clock = state.last_eval_clock = state.earlier_seconds = sum(before.values())
     if resume:
         checkpoint.load(run_dir, arm, state, parts, device)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
@@ -339,7 +343,13 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
                                f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
         result = finish("completed")
-        checkpoint.save(run_dir, arm, state, parts, started)
+        try:
+            checkpoint.save(run_dir, arm, state, parts, started)
+        except OSError as exc:  # a full disk: the metrics must not say "completed" for a run whose files are missing
+            state_note = f"{exc.filename or 'checkpoint.pt'}: {exc.strerror or exc}"
+            if run_dir is not None and parallel.is_main():
+                atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": state_note})
+            raise
     emit("end", result)
     return result
 

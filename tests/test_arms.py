@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from siftcli.arms import ARMS, SeedContext, arm_row, default_arms, ordered, random_keep_changes, run_plan
+from siftcli.arms import ARMS, SeedContext, arm_row, default_arms, ordered, random_keep_changes, run_one, run_plan
 from siftcli.builders import build_workload
 from siftcli.config import validate_recipe
 from siftcli.errors import SiftcliError
@@ -101,3 +101,36 @@ def test_target_only_trains_on_the_target_group_and_every_arm_reports_group_shar
     bad = tiny_recipe_dict(path, **{"data.group_column": "domain", "data.target_group": "elsewhere"})
     with pytest.raises(SiftcliError, match="data.target_group: 'elsewhere' is not a value of column 'domain'"):
         build_workload(validate_recipe(bad))
+
+
+WORDS = ("the film story actor music scene light river house garden paper window city table morning evening winter "
+         "summer doctor teacher market road bridge mountain island forest letter history science village water").split()
+
+
+def _redundant_csv(tmp_path: Path, seed: int = 0) -> tuple[Path, int]:
+    """40 distinct sentences of 8-12 words, then 10 of them again 3 times each: 70 rows, 40 distinct."""
+    import random
+
+    rng = random.Random(seed)
+    rows = [(" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 12))), i % 2) for i in range(40)]
+    rows += [rows[i] for i in range(10) for _ in range(3)]
+    path = tmp_path / "redundant.csv"
+    path.write_text("text,label\n" + "\n".join(f"{t},{y}" for t, y in rows) + "\n")
+    return path, 40
+
+
+def test_dedup_trains_on_one_of_each_near_copy_with_its_search_on_the_arms_clock(tmp_path: Path) -> None:
+    path, _ = _redundant_csv(tmp_path)
+    recipe = validate_recipe(tiny_recipe_dict(path, epochs=1, **{"data.eval_fraction": 0.2, "eval.every_steps": None}))
+    workload = build_workload(recipe)
+    texts = [tuple(t) for t in (s["input_ids"].tolist() if hasattr(s["input_ids"], "tolist") else s["input_ids"]
+                                for s in workload.train_data)]
+    ctx = SeedContext(recipe, workload, {k: v.clone() for k, v in workload.model.state_dict().items()})
+    plan = ARMS["dedup"].derive(ctx, "dedup")
+    assert sorted({texts[i] for i in plan.subset}) == sorted(set(texts))  # one of each, no sentence lost
+    assert len(plan.subset) == len(set(texts)) < len(texts) and plan.upfront["dedup"] > 0
+    metrics = run_one(ctx, "dedup", tmp_path / "dedup")
+    assert metrics["phases"]["dedup"] > 0  # the search is a phase of its clock
+    assert metrics["train_seconds"] >= metrics["phases"]["dedup"] and metrics["subset"]["samples"] == len(set(texts))
+    with pytest.raises(SiftcliError, match="threshold must be a similarity"):
+        arm_row("dedup").check(recipe, "dedup:threshold=2")

@@ -214,6 +214,28 @@ def test_filter_writes_the_kept_rows_with_the_datas_own_columns(tmp_path: Path) 
         assert bad.exit_code == 2 and expected in bad.output
 
 
+def test_filter_dedup_writes_one_row_of_each_near_copy(tmp_path: Path) -> None:
+    import csv
+
+    import yaml
+
+    from tests.conftest import tiny_recipe_dict
+    from tests.test_arms import _redundant_csv
+
+    path, distinct = _redundant_csv(tmp_path)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(path, **{"data.eval_source": str(path)})))
+    out = tmp_path / "kept.csv"
+    result = runner.invoke(app, ["filter", str(recipe), "--dedup", "-o", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    with out.open() as f:
+        kept = [r["text"] for r in csv.DictReader(f)]
+    assert doc["kept"] == len(kept) == len(set(kept)) == distinct and doc["of"] == 70 and "reference" not in doc
+    none = runner.invoke(app, ["filter", str(recipe), "-o", str(out)])
+    assert none.exit_code == 2 and "give --keep F" in none.output
+
+
 def test_arms_are_checked_before_anything_trains_or_a_folder_exists(tiny_recipe, tmp_path: Path) -> None:
     for args, expected in ((["--arm", "cheap"], "unknown arm; known: baseline, sifted"),
                            (["--arm", "target-only"], "needs data.group_column and data.target_group"),

@@ -347,6 +347,19 @@ def test_loader_state_of_another_sifting_config_is_refused() -> None:
         make(2.0).load_state_dict(make(1.0).state_dict())
 
 
+@pytest.mark.parametrize("labels,expected", [
+    ([0, 1] * 20 + [5] + [1, 0] * 5, "label 5 (line 42 of"),
+    ([0, 1] * 20 + [100000000], "would make a 100000001-class head"),
+])
+def test_a_mistyped_class_id_is_refused_naming_its_file_line(tmp_path: Path, labels: list[int], expected: str) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\n" + "\n".join(f"good movie {i},{y}" for i, y in enumerate(labels)) + "\n")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, data)]), expected)
+    one_based = tmp_path / "b.csv"  # ids 1..N leave only class 0 idle: allowed, as before
+    one_based.write_text("text,label\n" + "\n".join(f"good movie {i},{1 + i % 2}" for i in range(40)) + "\n")
+    assert runner.invoke(app, ["validate", _recipe(tmp_path, one_based)]).exit_code == 0
+
+
 @pytest.mark.parametrize("rows,expected", [
     (["w,0"] * 20, "training labels hold one class only ('0')"),
     ([f"w{i},{i % 2}" for i in range(20)] + ["w,"], "has an empty label in the"),
@@ -359,15 +372,56 @@ def test_meaningless_labels_are_refused(tmp_path: Path, rows: list[str], expecte
     assert not (tmp_path / "o").exists()
 
 
+_ALIAS_TREE = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))  # 72 aliases, 9^9 leaves
+
+
 @pytest.mark.parametrize("text,expected", [
     ("a:\n" + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(70)) + "  " * 71 + "v: 1\n", "nested more than 64 levels"),
     ("a: &x [1, 2]\nb: [" + ", ".join(["*x"] * 101) + "]\n", "more than 100 YAML aliases"),
     ("name: x\n" + "# padding\n" * 120_000, "a recipe is at most 1000000 bytes"),
+    (_ALIAS_TREE, "expands to more than 100,000 values"),
+    ("model:\n  config_overrides:\n" + "".join(f"    {line}\n" for line in _ALIAS_TREE.splitlines()), "expands to more than"),
+    ("wide: [" + ", ".join(["1"] * 10_000) + "]\nmore: &m [" + ", ".join(["2"] * 1_000) + "]\nagain: [" +
+     ", ".join(["*m"] * 95) + "]\n", "expands to more than 100,000 values"),
+    ("s: &s " + "x" * 400_000 + "\nl: [*s, *s, *s, *s, *s, *s]\n", "2,000,000 characters"),
+    ("epochs: " + "9" * 5001 + "\n", "an integer of 5001 digits"),
+    ("name: a\nname: b\n", "line 2: key 'name' is given twice"),
+    ("a: &a [*a]\n", "recursive alias"),
+    ("sift:\n  beta: yes\n", "key 'sift.beta': expected a number, got true (a YAML boolean"),
 ])
 def test_hostile_yaml_is_bounded(tmp_path: Path, text: str, expected: str) -> None:
+    """Refused from the composed graph, where an alias is a shared node: nothing is expanded, so it is fast."""
+    import time
+
     p = tmp_path / "r.yaml"
     p.write_text(text)
-    _one_line_error(runner.invoke(app, ["validate", str(p)]), expected)
+    t0 = time.perf_counter()
+    _one_line_error(runner.invoke(app, ["validate", "--schema-only", str(p)]), expected)
+    assert time.perf_counter() - t0 < 5  # 9^9 leaves would take hours and gigabytes to build
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("{a: &a [1,2,3,4,5,6,7,8,9], b: &b [" + ",".join(["*a"] * 9) + "], c: &c [" + ",".join(["*b"] * 9) + "], "
+     "d: &d [" + ",".join(["*c"] * 9) + "], e: &e [" + ",".join(["*d"] * 9) + "], f: [" + ",".join(["*e"] * 9) + "]}",
+     "--set name: line 1: expands to more than"),
+    ("[" * 20_000 + "]" * 20_000, "--set name: nested more than 64 levels"),
+    ("9" * 5001, "an integer of 5001 digits"),
+])
+def test_set_values_meet_the_same_bounds(text_csv: Path, tmp_path: Path, value: str, expected: str) -> None:
+    recipe = _recipe(tmp_path, text_csv)
+    _one_line_error(runner.invoke(app, ["validate", "--schema-only", recipe, "--set", f"name={value}"]), expected)
+
+
+def test_a_closed_pipe_ends_the_output_quietly() -> None:
+    """``siftcli ... | head``: exit code 0 and nothing on stderr, as for cat."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-m", "siftcli", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before the child writes: it is still importing
+    err = p.stderr.read()
+    assert p.wait() == 0 and err == b""
 
 
 def test_a_recipe_path_that_is_a_fifo_is_refused_at_once(tmp_path: Path) -> None:
@@ -404,6 +458,60 @@ def test_a_looping_symlink_and_a_model_folder_without_weights(tmp_path: Path, te
 def test_validate_catches_what_training_would_trip_on(tmp_path: Path, text_csv: Path) -> None:
     _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, max_length=100)]),
                     "max_length 100 is longer than the model's 64 position embeddings")
+
+
+def test_a_full_disk_at_the_final_checkpoint_is_one_line_and_never_completed(tmp_path: Path, text_csv: Path,
+                                                                              monkeypatch) -> None:
+    import torch
+
+    real = torch.save
+
+    def full(obj, f, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if ".checkpoint.pt." in str(f):
+            raise RuntimeError("[enforce fail at inline_container.cc:778] . PytorchStreamWriter failed writing file data/3: "
+                               "file write failed")
+        return real(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full)
+    out = tmp_path / "o"
+    result = runner.invoke(app, ["train", _recipe(tmp_path, text_csv, **{"eval.every_steps": None}), "-q", "-o", str(out)])
+    text = result.output.strip()
+    assert result.exit_code == 1 and len(text.splitlines()) == 1 and "Traceback" not in text, text
+    assert "checkpoint.pt" in text and "could not be written" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and "checkpoint.pt" in metrics["error"]
+    assert not (out / "checkpoint.pt").exists() and not list(out.glob(".checkpoint.pt.*"))
+
+
+def test_a_file_of_an_unread_kind_and_a_word_yaml_reads_as_a_boolean(tmp_path: Path, text_csv: Path) -> None:
+    sheet = tmp_path / "data.xlsx"
+    sheet.write_bytes(b"PK\x03\x04 not really a sheet")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, sheet)]), "is a .xlsx file; siftcli reads")
+    _one_line_error(runner.invoke(app, ["validate", "--schema-only", _recipe(tmp_path, text_csv), "--set", "name=no"]),
+                    "YAML reads yes/no/on/off/true/false as booleans: quote the word")
+
+
+def test_a_ragged_csv_row_names_its_line(tmp_path: Path) -> None:
+    data = tmp_path / "d.csv"
+    data.write_text("text,label\n" + "".join(f"good movie {i},{i % 2}\n" for i in range(30)) + "a,b,1\n"
+                    + "".join(f"bad movie {i},{i % 2}\n" for i in range(5)))
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, data)]), "line 32 has 3 fields where the header has 2")
+
+
+def test_validate_names_and_runs_the_code_a_recipe_imports(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    (tmp_path / "my_losses.py").write_text(
+        "import torch\n"
+        "def good(model, batch):\n    return torch.ones(batch['input_ids'].shape[0])\n"
+        "def broken(model, batch):\n    return batch['no_such_field']\n"
+        "def scalar(model, batch):\n    return torch.tensor(1.0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ok = runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, loss="my_losses:good")])
+    flat = ok.output.replace("\n", "")  # rich may wrap the long path
+    assert ok.exit_code == 0 and "code: loss my_losses:good from" in flat and "my_losses.py" in flat
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, loss="my_losses:broken")]),
+                    "loss: my_losses:broken raised KeyError on a batch of 2 training samples")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, loss="my_losses:scalar")]),
+                    "returned a tensor of 1 values for a batch of 2 samples")
 
 
 def test_a_tokenizer_without_its_vocabulary_is_refused(tmp_path: Path, text_csv: Path) -> None:

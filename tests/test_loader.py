@@ -313,3 +313,41 @@ def test_record_follows_the_order_batches_were_yielded_in_when_the_loop_fetches_
         loader.record(batch[0][:, 0] + 10)
     remembered = loader.memory.read(torch.arange(24))
     assert torch.allclose(remembered, torch.arange(24) / 64 + 10)
+
+
+def test_refresh_by_training_never_scores_and_trains_every_sample_within_the_age_limit() -> None:
+    """memory_refresh='train': the first epoch trains everything (nothing is known), later epochs rank only losses the
+    training forward gave, and a sample whose loss grew older than memory_max_age is kept so training renews it."""
+    data = _Counted(96)
+    loader = SiftingDataLoader(DataLoader(data, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1)),
+                               torch.nn.Linear(2, 2), _value_loss,
+                               SiftConfig(mode="calibrated", keep_fraction=0.25, beta=2.0, scoring="memory", memory_max_age=2,
+                                          memory_refresh="train", seed=0))
+    last_trained = torch.full((96,), -1)
+    for epoch in range(7):
+        data.fetched.clear()
+        for batch in loader:
+            values = batch[0][:, 0]
+            loader.record(values)  # the training forward's losses: the only scores there are
+            last_trained[(values * 96).round().long()] = epoch
+        assert (epoch - last_trained <= 3).all()  # nobody waits more than memory_max_age + 1 epochs
+        if epoch == 0:
+            assert loader.stats.kept_samples == 96  # nothing known yet: all trained, all recorded
+    assert loader.stats.scored_samples == 0 and loader.scorer.seconds == 0.0
+    assert loader.stats.nonfinite == 0
+    later = loader.stats.epochs[-1]
+    assert later.kept_samples < 96 and len(data.fetched) == later.kept_samples  # decided at the sampler
+    assert sum(loader.stats.score_ages) + loader.stats.score_unknown == loader.stats.sifted_raw_samples
+    assert loader.stats.score_unknown == 96 and len(loader.stats.score_ages) <= 4  # ages 0..3 at most
+    assert len(loader.stats.kept_overlap) == 6 and all(0 <= o <= 1 for o in loader.stats.kept_overlap)
+    with pytest.raises(ValueError, match="needs a memory_max_age"):
+        SiftConfig(scoring="memory", memory_refresh="train", memory_max_age=None)
+
+
+def test_fresh_scores_are_age_zero_and_each_pair_of_epochs_has_an_overlap() -> None:
+    loader = SiftingDataLoader(DataLoader(_Counted(64), batch_size=8), torch.nn.Linear(2, 2), _value_loss,
+                               SiftConfig(mode="calibrated", keep_fraction=0.25, beta=50.0, loss_history_length=64, seed=0))
+    for _ in range(3):
+        list(loader)
+    assert loader.stats.score_ages == [loader.stats.sifted_raw_samples] and loader.stats.score_unknown == 0
+    assert len(loader.stats.kept_overlap) == 2 and all(0 < o <= 1 for o in loader.stats.kept_overlap)

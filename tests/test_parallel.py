@@ -116,7 +116,7 @@ def test_sweep_refuses_torchrun_and_a_half_set_environment_is_one_line(tiny_reci
     monkeypatch.setenv("MASTER_PORT", "29500")
     monkeypatch.setenv("SIFTCLI_DIST_TIMEOUT", "soon")
     out = CliRunner().invoke(app, ["train", str(tiny_recipe()), "-q"])
-    assert out.exit_code == 2 and "SIFTCLI_DIST_TIMEOUT='soon': expected seconds" in out.output
+    assert out.exit_code == 2 and "SIFTCLI_DIST_TIMEOUT='soon': expected a finite number of seconds" in out.output
 
 
 @pytest.mark.parametrize("mode", ["probabilistic", "infobatch"])
@@ -144,3 +144,38 @@ def test_a_nan_loss_on_one_rank_and_a_folder_error_on_rank_0_end_every_rank_with
     assert _metrics(tmp_path / "nan")["status"] == "failed" and _metrics(tmp_path / "nan")["optimizer_steps"] == 3
     taken = torchrun("train", recipe, "-o", "nan", "-q", cwd=tmp_path)  # rank 0 finds a run there; every rank stops
     assert taken.returncode != 0 and taken.stderr.count("siftcli: error: --output nan: already holds a run") == 1
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc': expected a whole number"),
+    ({"WORLD_SIZE": "2", "RANK": "5", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29999"}, "RANK=5 with WORLD_SIZE=2"),
+    ({"SIFTCLI_DIST_TIMEOUT": "nan"}, "expected a finite number of seconds above 0"),
+    ({"SIFTCLI_DIST_TIMEOUT": "-5"}, "expected a finite number of seconds above 0"),
+])
+def test_launch_variables_are_checked_before_anything_loads(text_csv: Path, tmp_path: Path, monkeypatch,
+                                                           env: dict[str, str], expected: str) -> None:
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv)))
+    result = CliRunner().invoke(app, ["train", str(recipe), "-q", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2 and expected in result.output and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_rank_whose_peers_never_come_says_so_within_the_timeout(text_csv: Path, tmp_path: Path, monkeypatch) -> None:
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                       "MASTER_PORT": str(port), "SIFTCLI_DIST_TIMEOUT": "3"}.items():
+        monkeypatch.setenv(key, value)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv)))
+    t0 = time.perf_counter()
+    result = CliRunner().invoke(app, ["train", str(recipe), "-q", "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "did not form within 3 s" in result.output, result.output
+    assert time.perf_counter() - t0 < 60

@@ -90,6 +90,37 @@ def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) 
         assert not any(o["value"] < f["value"] and o["train_seconds"] < f["train_seconds"] for o in result["trials"])
 
 
+def test_sigterm_stops_the_trial_processes_and_keeps_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler's SIGTERM: the running trial process is stopped and waited for (never orphaned), the sweep's status
+    says interrupted, and the error carries SIGTERM (exit code 143)."""
+    import os
+    import signal
+    import subprocess
+
+    before = signal.getsignal(signal.SIGTERM)
+    started: list[subprocess.Popen] = []
+    real_popen, real_sleep = subprocess.Popen, sweep.time.sleep
+
+    def popen(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        started.append(real_popen(*args, **kwargs))
+        return started[-1]
+
+    def sleep(seconds: float) -> None:  # the parent polls its running trials: the scheduler stops it then
+        os.kill(os.getpid(), signal.SIGTERM)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(sweep.subprocess, "Popen", popen)
+    monkeypatch.setattr(sweep.time, "sleep", sleep)
+    recipe = _regression(tmp_path, epochs=1)
+    space, grid = parse_space(recipe, betas="1,2", beta_range=None, params=None)
+    with pytest.raises(RunInterrupted) as exc:
+        run_sweep(recipe, SweepSettings(space=space, grid=grid, frontier=[1.0]), output=str(tmp_path / "s"), jobs=1)
+    assert exc.value.signal == "SIGTERM" and exc.value.exit_code == 143
+    assert started and all(p.poll() is not None for p in started)  # stopped and reaped, not left running
+    assert json.loads((tmp_path / "s" / "sweep.json").read_text())["status"] == "interrupted"
+    assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+
+
 def test_a_crashed_trial_process_is_failed_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     crash_first = ("import runpy, sys; sys.argv = ['siftcli.sweep'] + sys.argv[1:]; "
                    "sys.exit(3) if sys.argv[2] == '0' else runpy.run_module('siftcli.sweep', run_name='__main__')")
@@ -116,6 +147,10 @@ def test_a_crashed_trial_process_is_failed_and_the_sweep_goes_on(tmp_path: Path,
     (["--mode", "fast"], "expected budget or pareto"),
     (["--frontier", "0,1"], "expected fractions in (0, 1]"),
     (["--storage", "sweep.db"], "expected an Optuna storage URL"),
+    (["--storage", "sqlite:///:memory:"], "an in-memory database lives in one process"),
+    (["--storage", "sqlite:///no/such/folder/s.db"], "does not exist"),
+    (["--storage", "postgresql+nosuchdriver://u@localhost/db"], "--storage 'postgresql+nosuchdriver://u@localhost/db'"),
+    (["--storage", "postgresql://u@127.0.0.1:1/db"], "--storage 'postgresql://u@127.0.0.1:1/db': "),  # no driver or no server
     (["--param", "prune_fraction=0.2:1.5"], "prune_fraction=1.5 makes an invalid recipe"),
 ])
 def test_bad_search_space_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path, args: list[str], expected: str) -> None:
@@ -124,6 +159,18 @@ def test_bad_search_space_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path, ar
     assert result.exit_code == 2 and len(text.splitlines()) == 1 and "Traceback" not in text, text
     assert expected in text, text
     assert not (tmp_path / "s").exists()  # bad input leaves no sweep folder
+
+
+def test_resume_refuses_flags_it_would_ignore_and_a_frontier_of_another_recipe(tiny_recipe, tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "sweep_settings.json").write_text("{}")
+    result = runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path / "s"), "--trials", "3", "--storage", "sqlite:///x.db"])
+    assert result.exit_code == 2 and "--trials, --storage would be ignored" in result.output
+    recipe = validate_recipe(tiny_recipe_dict(tmp_path / "d.csv"))
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "frontier.json").write_text(json.dumps({"points": [], "recipe_sha256": "another"}))
+    with pytest.raises(SiftcliError, match="trained for another recipe"):
+        sweep.run_frontier(recipe, SweepSettings(), tmp_path / "f", None, None, lambda *a: None)
 
 
 def test_resume_of_a_folder_that_is_not_a_sweep_and_a_missing_optuna(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

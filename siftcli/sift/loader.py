@@ -147,6 +147,8 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self._on_batch: list[BatchHook] = []
         # memory scoring at the sampler: raw batches requested and not yet accounted, in order; on resume,
         # finished raw batches to pass over and requested ones to hand out again with the same decision
+        self._kept_now: set[int] = set()  # sample indices kept by sifted batches this epoch, and in the last epoch that had any
+        self._kept_before: set[int] = set()
         self._inflight: deque[_Entry] = deque()
         self._swallow = 0
         self._replay: deque[_Entry] = deque()
@@ -255,6 +257,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self._account_dropped()
         self._pending += self._pair(self.packer.drain(full_only=False), self.meta_packer.drain(full_only=False))
         yield from self._flush(last=True)
+        self._close_kept_set()
         self.epoch += 1
         self.sifter.start_epoch()
         self._raw_in_epoch = 0
@@ -278,7 +281,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         delayed = self._keeps_all()
         losses, scored = self._losses(raw, indices, n) if self.sifter.wants_scores(n) else (None, 0)
         scores = None if losses is None else self.scorer.scores(losses, indices)
-        mask, weights = self.sifter.decide_weighted(scores, n)
+        mask, weights = self.sifter.decide_weighted(scores, n, None if losses is None else self._due(indices))
         return self._account(_Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
 
     def _account(self, entry: _Entry, raw: Any, delayed: bool = False,
@@ -296,6 +299,10 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         anneal = self.sifter.anneal_start
         if anneal is not None and self.sifter.steps > anneal:  # the batch just decided was inside the anneal
             self.stats.anneal_started_at = anneal
+        if entry.raw is not None and entry.scores is not None and not delayed:  # a ranked decision
+            self.stats.count_ages(self.memory.ages(entry.raw, self.epoch) if self.config.score != "reference"
+                                  else torch.zeros(n, dtype=torch.long))
+            self._kept_now.update(entry.raw[mask].tolist())
         for hook in self._on_batch:
             hook(BatchDecision(raw, mask, entry.losses, entry.scores, entry.raw, delayed, scored, entry.weights))
         if raw is None:
@@ -311,10 +318,19 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self.stats.packing_seconds += time.perf_counter() - t1
         return out
 
+    def _close_kept_set(self) -> None:
+        """At an epoch's end: how much of what it kept the last sifted epoch kept too (a stale score repeats itself)."""
+        if self._kept_now:
+            if self._kept_before:
+                a, b = self._kept_now, self._kept_before
+                self.stats.kept_overlap.append(len(a & b) / len(a | b))
+            self._kept_before = self._kept_now
+        self._kept_now = set()
+
     def _losses(self, raw: Any, indices: torch.Tensor | None, n: int) -> tuple[torch.Tensor, int]:
         """The batch's losses and how many needed a scoring forward (all, or in memory mode the unknown ones)."""
         todo = None
-        if self.config.score == "reference" and indices is not None:  # the reference's table: no forward
+        if (self.config.score == "reference" or self._refresh_by_training) and indices is not None:  # no forward
             return self._known_losses(indices), 0
         if self.config.scoring == "memory" and indices is not None:
             todo = (~self.memory.known(indices, self.epoch, self.config.memory_max_age)).nonzero().flatten()
@@ -369,6 +385,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
             "pending": [(batching.to_device(b, "cpu"), m) for b, m in self._pending],
             "inflight": [vars(e).copy() for e in self._inflight],  # plain dicts: checkpoints load with weights_only
             "memory": self.memory.state_dict(),
+            "kept_sets": [sorted(self._kept_now), sorted(self._kept_before)],
             "stats": self.stats.to_dict(),
             "scoring_precision": self.precision,  # what auto chose: a resumed run must score the same way
         }
@@ -388,6 +405,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self._inflight = deque(_Entry(**e) if isinstance(e, dict) else e for e in state["inflight"])
         self._yielded.clear()  # batches handed out before the save are not handed out again, nor recorded
         self.memory.load_state_dict(state["memory"])
+        self._kept_now, self._kept_before = (set(k) for k in state.get("kept_sets", ([], [])))
         self._resume_mid_epoch = self._raw_in_epoch > 0
         self.stats = SiftStats.from_dict(state["stats"])
         if state.get("scoring_precision", "auto") != "auto":
@@ -410,7 +428,11 @@ def _dataset_len(dataloader: Any) -> int | None:
 
 
 def _set_epoch(dataloader: Any, epoch: int) -> None:
-    """Tell a seeded or distributed sampler which epoch starts, so its order is reproducible."""
+    """Tell a seeded or distributed sampler which epoch starts, so its order is reproducible; and a dataset that
+    changes its samples by epoch (seeded augmentation), so a resumed run sees what the uninterrupted one saw."""
+    dataset = getattr(dataloader, "dataset", None)
+    if dataset is not None and hasattr(dataset, "set_epoch"):
+        dataset.set_epoch(epoch)
     for holder in (getattr(dataloader, "sampler", None), getattr(dataloader, "batch_sampler", None)):
         if holder is not None and hasattr(holder, "set_epoch"):
             holder.set_epoch(epoch)

@@ -34,6 +34,12 @@ class LossMemory:
         seen = (self.epoch[indices] >= 0) & torch.isfinite(self.loss[indices])
         return seen if max_age is None else seen & (epoch - self.epoch[indices] <= max_age)
 
+    def ages(self, indices: torch.Tensor, epoch: int) -> torch.Tensor:
+        """Epochs since each of ``indices`` had its loss recorded, as of ``epoch`` (-1: never recorded)."""
+        self._grow(int(indices.max()))
+        recorded = self.epoch[indices]
+        return torch.where(recorded < 0, torch.full_like(recorded, -1), epoch - recorded)
+
     def write(self, indices: torch.Tensor, losses: torch.Tensor, epoch: int) -> None:
         self._grow(int(indices.max()))
         self.loss[indices] = losses.detach().float().flatten().cpu()

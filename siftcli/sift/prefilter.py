@@ -66,7 +66,7 @@ class SamplerDecisionsMixin:
             if not self._keeps_all() and self._decidable(entry.raw):
                 entry.losses = self._known_losses(entry.raw)
                 entry.scores = self.scorer.scores(entry.losses, entry.raw)
-                entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel())
+                entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel(), self._due(entry.raw))
         self._inflight.append(entry)
         if entry.mask is None:
             return list(batch)
@@ -75,9 +75,20 @@ class SamplerDecisionsMixin:
 
     def _decidable(self, indices: torch.Tensor) -> bool:
         """Whether a raw batch can be decided without a forward: by the reference table, or all remembered."""
-        if self.config.score == "reference":
+        if self.config.score == "reference" or self._refresh_by_training:
             return True
         return bool(self.memory.known(indices, self.epoch, self.config.memory_max_age).all())
+
+    @property
+    def _refresh_by_training(self) -> bool:
+        return self.config.scoring == "memory" and self.config.memory_refresh == "train" and self.config.score != "reference"
+
+    def _due(self, indices: torch.Tensor | None) -> torch.Tensor | None:
+        """Samples to keep whatever their score, so training renews their loss (``memory_refresh="train"``): those
+        unknown or older than ``memory_max_age``; ``None`` in every other mode."""
+        if not self._refresh_by_training or indices is None:
+            return None
+        return ~self.memory.known(indices, self.epoch, self.config.memory_max_age)
 
     def _known_losses(self, indices: torch.Tensor) -> torch.Tensor:
         """What is known of these samples without a forward: their reference losses (score reference) or memory."""

@@ -62,6 +62,10 @@ class SiftConfig:
     - ``memory_max_age``: with ``memory``, a remembered loss older than this many epochs is scored
       again (default 1: at least every other epoch). ``None`` never rescores, which is unsafe: a
       sample never kept keeps its first score, often from a model that had learnt nothing yet.
+    - ``memory_refresh``: how a stale or unknown remembered loss is renewed. ``score``: by a scoring forward (eval
+      mode; the memory then mixes two sources). ``train``: by keeping the sample, so the training forward renews it;
+      no scoring forward ever runs, every ranked score comes from the training forward (one source), and every sample
+      is trained at least once every ``memory_max_age + 1`` epochs (the first epoch trains everything).
     - ``seed``: seeds the generator behind every keep decision.
     """
 
@@ -76,6 +80,7 @@ class SiftConfig:
     anneal_fraction: float = 0.0
     scoring: Literal["fresh", "memory"] = "fresh"
     memory_max_age: int | None = 1
+    memory_refresh: Literal["score", "train"] = "score"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -100,6 +105,11 @@ class SiftConfig:
             raise ValueError(f"scoring must be 'fresh' or 'memory', got {self.scoring!r}")
         if self.memory_max_age is not None and int(self.memory_max_age) < 0:
             raise ValueError(f"memory_max_age must be 0 or more epochs, got {self.memory_max_age!r}")
+        if self.memory_refresh not in ("score", "train"):
+            raise ValueError(f"memory_refresh must be 'score' or 'train', got {self.memory_refresh!r}")
+        if self.memory_refresh == "train" and (self.memory_max_age is None or self.score in UNCERTAINTY):
+            raise ValueError("memory_refresh='train' renews losses by training: it needs a memory_max_age, and a score "
+                             "the training forward gives (loss or reducible, not entropy or margin)")
         if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
             raise ValueError(f"keep_fraction must be in (0, 1], got {self.keep_fraction!r}")
 
@@ -272,18 +282,25 @@ class Sifter:
         """Boolean keep-mask for a raw batch of ``n`` samples from their scores (``None`` in the delay or without scoring)."""
         return self.decide_weighted(losses, n)[0]
 
-    def decide_weighted(self, losses: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """(keep-mask, per-sample loss weights or ``None`` for all ones) for a raw batch of ``n`` samples."""
-        mask, weights, ranked = self._decide(losses, n)
+    def decide_weighted(self, losses: torch.Tensor | None, n: int,
+                        forced: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(keep-mask, per-sample loss weights or ``None`` for all ones) for a raw batch of ``n`` samples. ``forced``:
+        samples kept whatever their score (a remembered loss too old, refreshed by training it), counted against
+        the kept budget, never ranked nor added to the history."""
+        mask, weights, ranked = self._decide(losses, n, forced)
         self._absorb(ranked)
         return mask, weights
 
-    def _decide(self, losses: torch.Tensor | None, n: int) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    def _decide(self, losses: torch.Tensor | None, n: int,
+                forced: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """(mask, weights, the scores ranked, which join the history; None when nothing was ranked)."""
         if losses is not None:
             losses = losses.detach().float().flatten().cpu()
             if losses.numel() != n:
                 raise ValueError(f"the loss function returned {losses.numel()} losses for a batch of {n} samples")
+            if forced is not None and bool(forced.any()):
+                losses = losses.masked_fill(forced.cpu(), math.nan)
+        forced_count = 0 if forced is None else int(forced.sum())
         delayed, annealed = self.in_delay, self.in_anneal
         if not delayed and self.started_at is None:
             self.started_at = self.steps
@@ -300,8 +317,8 @@ class Sifter:
             raise ValueError(f"mode {self.config.mode!r} needs the batch's scores after the delay")
         finite = torch.isfinite(losses)
         bad = int((~finite).sum())
-        if bad:
-            self.nonfinite += bad
+        if bad - forced_count:
+            self.nonfinite += bad - forced_count
             if not self._warned_nonfinite:
                 self._warned_nonfinite = True
                 warnings.warn(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import torch
+
 
 class _KeepFractions:
     """Kept fractions from the counters both stats classes carry."""
@@ -61,6 +63,18 @@ class SiftStats(_KeepFractions):
     sift_started_at: int | None = None  # raw batch at which sifting started (delay over)
     anneal_started_at: int | None = None  # raw batch from which everything was kept again (anneal_fraction)
     epochs: list[EpochStats] = field(default_factory=list)
+    # how stale the scores that decided were: score_ages[a] samples ranked by a loss recorded a epochs earlier (the last
+    # bucket: that or older), score_unknown by none yet (kept to learn it)
+    score_ages: list[int] = field(default_factory=list)
+    score_unknown: int = 0
+    kept_overlap: list[float] = field(default_factory=list)  # Jaccard overlap of consecutive epochs' kept sets (sifted batches)
+
+    def count_ages(self, ages: torch.Tensor, top: int = 10) -> None:
+        """Ages in epochs (negative: never recorded) of the scores behind one ranked raw batch."""
+        known = ages[ages >= 0].clamp(max=top)
+        self.score_unknown += int((ages < 0).sum())
+        counts = torch.bincount(known, minlength=len(self.score_ages)).tolist()
+        self.score_ages = [a + b for a, b in zip(counts, self.score_ages + [0] * (len(counts) - len(self.score_ages)))]
 
     def epoch_stats(self, epoch: int) -> EpochStats:
         """The counters of ``epoch``, opened on first use."""
