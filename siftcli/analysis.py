@@ -169,7 +169,9 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
     outcomes = {arm: _outcome(v.get("diff"), over.get(arm), m.unit) for arm, v in pair.get("vs", {}).items() if arm != "baseline"}
     for arm, (status, text) in outcomes.items():
         parts.append(f"against {OPPONENT_NAMES.get(arm, arm)}: {status} ({text})")
+    # an opponent that beat sifting, else one it could not be told from (the simpler path did as well): say what to do
     lost = [arm for arm, (status, _) in outcomes.items() if status in ("lost", "matched or beat it")]
+    lost += [arm for arm, (status, _) in outcomes.items() if status == "within noise"]
     if lost:
         parts.insert(0, _instead(lost[0], pair.get("achieved_keep")))
     reached = (seeds or {}).get("time_to_target_ratio") or {}

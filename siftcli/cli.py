@@ -61,6 +61,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
         from siftcli.errors import RunInterrupted, SiftcliError
 
         _OUTPUT["json"] = bool(kwargs.get("json_"))
+        parallel.on_wait = lambda line: err_console.print(f"siftcli: {line}", markup=False, highlight=False, soft_wrap=True)
 
         try:
             return fn(*args, **kwargs)
@@ -74,8 +75,12 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             if not parallel.is_main():
                 raise typer.Exit(exc.exit_code) from None
             if exc.resumable:
+                import shlex
+
+                given = kwargs.get("recipe")  # the command a user can paste: the recipe they gave, or none (the default)
+                command = exc.resume_command.replace(" <recipe>", f" {shlex.quote(given)}" if given else "")
                 msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (status 'interrupted'); "
-                       f"continue with: {exc.resume_command}")
+                       f"continue with: {command}")
             else:
                 msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
                        "run the command again to start over")

@@ -95,10 +95,12 @@ def load_splits(
         text_column, label_column = "text", "label"
     else:
         train = _load_one(source, fmt, config_name, train_split, column_names, "data.source")
-        if TASKS[task].labels == "class" and not label_names and label_column in train.column_names:
-            _check_class_ids(list(train[label_column]), source, column_names)
+        if TASKS[task].labels == "class" and label_column in train.column_names:
+            _check_labels(list(train[label_column]), label_names, source, column_names)
         if eval_source:
             evald = _load_one(eval_source, fmt, config_name, eval_split or train_split, column_names, "data.eval_source")
+            if TASKS[task].labels == "class" and label_column in evald.column_names:
+                _check_labels(list(evald[label_column]), label_names, eval_source, column_names, ids_from_train=True)
         elif eval_split:
             evald = _load_one(source, fmt, config_name, eval_split, column_names, "data.eval_split")
         else:
@@ -246,24 +248,43 @@ def _looks_like_path(source: str) -> bool:
 MAX_CLASSES = 10_000  # numeric class ids without label_names: a head wider than this is a typo, not a task
 
 
-def _check_class_ids(values: list[Any], source: str, column_names: list[str] | None) -> None:
-    """Numeric class ids, read before any split or shuffle so an error names the file's line: refuse an id that would
-    build an absurd head, or that leaves classes below it with no sample (one mistyped ``5`` in 0/1 data would
-    otherwise train a 6-class model without a word)."""
+def _line(source: str, column_names: list[str] | None, row: int) -> str:
+    """Where row ``row`` (0-based, in file order) of a data file is, for a message: its line, or its row."""
+    suffix = Path(source).suffix.lower()
+    if suffix in (".csv", ".tsv", ".jsonl", ".json"):
+        return f"line {row + (2 if suffix in ('.csv', '.tsv') and column_names is None else 1)} of {source}"
+    return f"row {row + 1} of {source}"
+
+
+def _check_labels(values: list[Any], label_names: list[str] | None, source: str, column_names: list[str] | None,
+                  ids_from_train: bool = False) -> None:
+    """Labels as the file holds them, read before any split or shuffle so an error names the file's line: an empty
+    label, a label outside ``label_names``, or numeric class ids that would build an absurd head or leave classes below
+    them with no sample (one mistyped ``5`` in 0/1 data would otherwise train a 6-class model without a word).
+    ``ids_from_train``: the evaluation file, whose ids are checked against label_names only."""
+    empty = next((i for i, v in enumerate(values) if v is None or (isinstance(v, float) and v != v)), None)
+    if empty is not None:
+        raise SiftcliError(f"data: an empty label at {_line(source, column_names, empty)}")
+    if label_names:
+        for i, v in enumerate(values):
+            if isinstance(v, str) and v not in label_names:
+                raise SiftcliError(f"data: label {v!r} ({_line(source, column_names, i)}) is not in label_names {label_names}")
+            if not isinstance(v, str) and (isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v
+                                           or not 0 <= int(v) < len(label_names)):
+                raise SiftcliError(f"data: label {v!r} ({_line(source, column_names, i)}) is not a class id in "
+                                   f"0..{len(label_names) - 1} (label_names has {len(label_names)})")
+        return
     ids = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
-    if not ids or len(ids) != len(values):
+    if ids_from_train or not ids or len(ids) != len(values):
         return  # text labels, or a mix: _map_labels says what is wrong
     top = max(ids)
-    row = ids.index(top)
-    suffix = Path(source).suffix.lower()
-    first_line = 2 if suffix in (".csv", ".tsv") and column_names is None else 1
-    where = f"line {row + first_line} of {source}" if suffix in (".csv", ".tsv", ".jsonl", ".json") else f"row {row + 1} of {source}"
+    where = _line(source, column_names, ids.index(top))
     if top >= MAX_CLASSES:
         raise SiftcliError(f"data: label {top} ({where}) would make a {top + 1}-class head; class ids run 0..N-1 "
                            "(a typo? or give data.label_names)")
-    empty = sorted(set(range(1, top + 1)) - set(ids))  # class 0 unused is 1-based ids (1..N): one idle logit, allowed
-    if empty:
-        shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+    missing = sorted(set(range(1, top + 1)) - set(ids))  # class 0 unused is 1-based ids (1..N): one idle logit, allowed
+    if missing:
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
         raise SiftcliError(f"data: label {top} ({where}) leaves classes {shown} with no training sample; a mistyped label? "
                            "Fix that line, or give data.label_names to mean those classes")
 

@@ -26,6 +26,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 TIMEOUT_ENV = "SIFTCLI_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 600
+WAIT_NOTICE_S = 10.0  # joining takes longer than this: say what this rank waits for (through ``on_wait``)
+#: Called with one line when a rank has waited ``WAIT_NOTICE_S`` for its peers; the CLI sets it (only the CLI prints).
+on_wait: Callable[[str], None] | None = None
 
 
 def check_launch() -> None:
@@ -121,6 +124,13 @@ def init(device_type: str) -> bool:
     timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    import threading
+
+    notice = threading.Timer(WAIT_NOTICE_S, lambda: on_wait and on_wait(
+        f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: waiting for the other ranks at "
+        f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} (gives up after {timeout:g} s, {TIMEOUT_ENV})"))
+    notice.daemon = True
+    notice.start()
     try:
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=timeout))
     except Exception as exc:  # DistStoreError, RuntimeError: the peers never came, or the address is wrong
@@ -128,6 +138,8 @@ def init(device_type: str) -> bool:
         raise SiftcliError(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: the process group at "
                            f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} did not form within {timeout:g} s "
                            f"({TIMEOUT_ENV}) ({first}); start every rank, or check the address", own=True) from None
+    finally:
+        notice.cancel()
     return True
 
 

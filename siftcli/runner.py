@@ -92,12 +92,10 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
                            "another clock; resume with the cache on, or start the run again")
     ctx = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict()))
     reference = ctx.reference("sifted", run_dir) if ranks_reference else None
-    metrics = train(workload, recipe, cfg, reference=reference, run_dir=run_dir, arm="sifted" if use_sift else "baseline",
-                    on_event=on_event, resume=bool(resume))
-    if metrics["status"] == "completed":
-        from siftcli.builders import save_model
+    from siftcli.builders import save_model
 
-        save_model(workload, run_dir / "model")
+    metrics = train(workload, recipe, cfg, reference=reference, run_dir=run_dir, arm="sifted" if use_sift else "baseline",
+                    on_event=on_event, resume=bool(resume), on_complete=lambda: save_model(workload, run_dir / "model"))
     _maybe_plot(run_dir, [metrics])
     return run_dir, metrics
 

@@ -230,10 +230,12 @@ def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
 
 def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *, reference: Reference | None = None,
           run_dir: Path | None = None, arm: str = "baseline", on_event: Event | None = None,
-          resume: bool = False, upfront: dict[str, float] | None = None) -> dict[str, Any]:
+          resume: bool = False, upfront: dict[str, float] | None = None,
+          on_complete: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run one fine-tune and return its metrics (also written to ``run_dir/metrics.json``). ``upfront``: seconds of
     work done before this call that chose its data (near-duplicate removal), started on its clock as named phases,
-    like the reference's cost."""
+    like the reference's cost. ``on_complete``: called once training completed, before the final checkpoint (the
+    trained model is written first: a full disk then costs the resumable state, which a finished run needs least)."""
     emit = on_event or (lambda kind, data: None)
     device = workload.device
     torch.manual_seed(recipe.seed)
@@ -344,9 +346,11 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                                f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
         result = finish("completed")
         try:
+            if on_complete is not None:
+                on_complete()
             checkpoint.save(run_dir, arm, state, parts, started)
         except OSError as exc:  # a full disk: the metrics must not say "completed" for a run whose files are missing
-            state_note = f"{exc.filename or 'checkpoint.pt'}: {exc.strerror or exc}"
+            state_note = f"{exc.filename or 'an output file'}: {exc.strerror or exc}"
             if run_dir is not None and parallel.is_main():
                 atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": state_note})
             raise

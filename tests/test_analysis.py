@@ -107,8 +107,9 @@ def test_verdict_leads_with_the_honest_opponents() -> None:
     noisy = [dict(pair, vs={**pair["vs"], "equal-time": {"diff": v}}) for v in (3.0, -2.0, 2.0, 1.0, -1.0)]
     summary = summarise_seeds(noisy)
     assert summary["vs"]["equal-time"]["status"] == "within noise"
-    assert "gainst a baseline given the same time: within noise (+0.60 points ± 0.93 SE over 5 seeds)" in verdict(
-        noisy[0], sift["sift"], summary)
+    said = verdict(noisy[0], sift["sift"], summary)
+    assert "gainst a baseline given the same time: within noise (+0.60 points ± 0.93 SE over 5 seeds)" in said
+    assert said.startswith("Train less")  # not told apart from the simpler path: the simpler path is the advice
     clear = [dict(pair, vs={**pair["vs"], "equal-time": {"diff": v}}) for v in (-3.0, -2.0, -2.5, -3.5, -2.8)]
     assert verdict(clear[0], sift["sift"], summarise_seeds(clear)).startswith("Train less")
 
@@ -123,6 +124,10 @@ def test_pairs_compare_against_every_arm_that_ran_and_metrics_with_their_directi
     assert pair["vs"]["static-filter"]["diff"] == pytest.approx(-1.0)
     assert pair["vs"]["static-filter"]["paid_ratio"] == pytest.approx(24 / 40)  # the cached reference, paid in full
     assert verdict(pair, sift["sift"]).startswith("Filter once instead")
+    dedup = _run("dedup", [(10, 0.84)], 23)
+    text = verdict(compare_pair({"baseline": base, "sifted": sift, "dedup": dedup}), sift["sift"])
+    assert text.startswith("Drop the near-copies instead") and "siftcli filter RECIPE --dedup -o kept.csv" in text
+    assert "against dropping near-copies once: matched or beat it (-2.00 points)" in text
     ppl = {**base, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 10.0}}
     better = {**sift, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 9.0}}
     assert compare_pair({"baseline": ppl, "sifted": better})["metric_delta"] == pytest.approx(1.0)  # lower is better: +1

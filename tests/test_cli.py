@@ -153,7 +153,11 @@ def test_ctrl_c_in_train_keeps_results_and_resume_finishes(tiny_recipe, tmp_path
     assert json.loads((out / "metrics.json").read_text())["status"] == "interrupted"
     assert (out / "checkpoint.pt").exists()
     monkeypatch.undo()
-    resumed = runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"])
+    import shlex
+
+    printed = result.output.replace("\n", "").split("continue with: ")[1].strip()  # run the line exactly as printed
+    assert printed == f"siftcli train {recipe} --resume {out}"
+    resumed = runner.invoke(app, [*shlex.split(printed)[1:], "-q"])
     assert resumed.exit_code == 0, resumed.output
     assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
 

@@ -173,9 +173,13 @@ def test_a_rank_whose_peers_never_come_says_so_within_the_timeout(text_csv: Path
     for key, value in {"WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                        "MASTER_PORT": str(port), "SIFTCLI_DIST_TIMEOUT": "3"}.items():
         monkeypatch.setenv(key, value)
+    from siftcli import parallel
+
+    monkeypatch.setattr(parallel, "WAIT_NOTICE_S", 0.5)
     recipe = tmp_path / "r.yaml"
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv)))
     t0 = time.perf_counter()
     result = CliRunner().invoke(app, ["train", str(recipe), "-q", "-o", str(tmp_path / "o")])
     assert result.exit_code == 2 and "did not form within 3 s" in result.output, result.output
+    assert f"rank 0 of 2: waiting for the other ranks at 127.0.0.1:{port} (gives up after 3 s" in result.output
     assert time.perf_counter() - t0 < 60
