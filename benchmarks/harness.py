@@ -10,6 +10,7 @@ drivers but are reached the same way, with ``--seeds`` a whole number everywhere
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import math
 import os
@@ -150,12 +151,10 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
 def _ages(keeps: list[dict[str, Any]]) -> list[float] | None:
     """Share of ranked decisions made by a loss 0, 1, 2, ... epochs old (the last bucket: that or older), over seeds;
     the last entry: decided by no loss yet."""
-    total = [0] * max((len(k.get("score_ages") or []) for k in keeps), default=0)
-    unknown = 0
-    for k in keeps:
-        for i, c in enumerate(k.get("score_ages") or []):
-            total[i] += c
-        unknown += k.get("score_unknown") or 0
+    from siftcli.sift.stats import add_counts
+
+    total = functools.reduce(add_counts, (k.get("score_ages") or [] for k in keeps), [])
+    unknown = sum(k.get("score_unknown") or 0 for k in keeps)
     n = sum(total) + unknown
     return [c / n for c in total] + [unknown / n] if n else None
 

@@ -134,20 +134,21 @@ def _dedup(ctx: SeedContext, name: str) -> Plan:
     bigrams), the rest trained on the full schedule; the search is on the arm's clock."""
     import time
 
-    from siftcli.dedup import near_duplicates, token_sequences
+    from siftcli.dedup import DEFAULT_SIMILARITY, near_duplicates, token_sequences
 
-    threshold = float(_changes(name).get("threshold", 0.7))
+    threshold = float(_changes(name).get("threshold", DEFAULT_SIMILARITY))
     t0 = time.perf_counter()
     kept = near_duplicates(token_sequences(ctx.workload.train_data), threshold)
     return Plan(ctx.recipe, subset=kept, upfront={"dedup": time.perf_counter() - t0})
 
 
 def _check_dedup(recipe: Recipe, name: str) -> None:
+    from siftcli.dedup import DEFAULT_SIMILARITY
     from siftcli.tasks import TASKS
 
     if TASKS[recipe.task].inputs != "text":
         raise SiftcliError(f"--arm {name}: near-duplicate removal needs a text task; {recipe.task} has none")
-    threshold = _changes(name).get("threshold", 0.7)
+    threshold = _changes(name).get("threshold", DEFAULT_SIMILARITY)
     if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
         raise SiftcliError(f"--arm {name}: threshold must be a similarity in (0, 1]")
 

@@ -345,8 +345,9 @@ def save_model(workload: Workload, folder: Any) -> None:
         tmp.rename(folder)
     except (RuntimeError, ValueError) as exc:  # a writer's own error for a full disk (safetensors, torch)
         shutil.rmtree(tmp, ignore_errors=True)
-        first = (str(exc).strip().splitlines() or ["write failed"])[0][:160]
-        raise OSError(5, f"could not be written ({first})", str(folder)) from None  # EIO: the writer did not say why
+        from siftcli.runio import unwritable
+
+        raise unwritable(folder, exc) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -19,6 +19,10 @@ from siftcli.errors import SiftcliError
 from siftcli.tasks import TASKS, TaskName
 
 
+class YamlSyntaxError(SiftcliError):
+    """Text that is not YAML at all (``--set`` then takes it as a plain string); every other refusal stays an error."""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
@@ -366,7 +370,7 @@ def load_yaml_text(text: str, where: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SiftcliError(f"{where}: YAML syntax error{at}: {problem}") from None
+        raise YamlSyntaxError(f"{where}: YAML syntax error{at}: {problem}") from None
     except (ValueError, RecursionError) as exc:  # e.g. Python's limit on converting long digit strings
         raise SiftcliError(f"{where}: a value cannot be read ({str(exc).splitlines()[0][:120]})") from None
 
@@ -438,9 +442,7 @@ def apply_override(raw: dict[str, Any], item: str) -> None:
         raise SiftcliError(f"--set {item!r}: empty key")
     try:
         parsed = load_yaml_text(value, f"--set {key.strip()}") if value.strip() else None
-    except SiftcliError as exc:
-        if "YAML syntax error" not in str(exc):
-            raise  # a value too large, too deep or repeating a key: refused, not taken as a string
+    except YamlSyntaxError:  # a value too large, too deep or repeating a key stays refused, never taken as a string
         parsed = value
     node = raw
     for part in parts[:-1]:

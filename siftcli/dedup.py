@@ -18,7 +18,9 @@ import numpy as np
 from siftcli.errors import SiftcliError
 
 _PRIME = (1 << 31) - 1  # a Mersenne prime: (a * x + b) mod p over 32-bit shingle hashes stays inside uint64
-_HASHES, _BANDS = 64, 16  # 16 bands of 4 rows: pairs at Jaccard 0.7 share a band with probability > 0.99
+_HASHES, _BANDS = 64, 16
+#: The Jaccard similarity of token bigrams that makes a near-copy, unless told otherwise (arm, ``siftcli filter``).
+DEFAULT_SIMILARITY = 0.7  # 16 bands of 4 rows: pairs at Jaccard 0.7 share a band with probability > 0.99
 
 
 def shingles(tokens: Sequence[int]) -> frozenset[int]:
@@ -47,7 +49,7 @@ def _signatures(sets: list[frozenset[int]], seed: int = 0) -> np.ndarray:
     return out
 
 
-def near_duplicates(sequences: Sequence[Sequence[int]], threshold: float = 0.7) -> list[int]:
+def near_duplicates(sequences: Sequence[Sequence[int]], threshold: float = DEFAULT_SIMILARITY) -> list[int]:
     """Indices of the samples to keep: each cluster of near-duplicates (Jaccard similarity of token bigrams at least
     ``threshold``) reduced to its first member, in index order. ``threshold`` 1.0 removes exact copies only."""
     if not 0 < threshold <= 1:

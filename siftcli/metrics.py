@@ -4,9 +4,12 @@ scoring cost ``s`` and the cost model, noisy labels and groups kept), and under 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from dataclasses import asdict, is_dataclass
 from typing import Any
+
+from siftcli.sift.stats import add_counts
 
 
 def _share(part: list[int], whole: list[int]) -> float | None:
@@ -133,8 +136,7 @@ def merge_ranks(runs: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> dict
         later = keep["per_epoch"][1:]
         keep["scored_after_first_epoch"] = _share([e["scored"] for e in later], [e["raw"] for e in later])
         keep["nonfinite"] = sum(k["nonfinite"] for k in keeps)
-        ages = [k.get("score_ages") or [] for k in keeps]
-        keep["score_ages"] = [sum(a[i] for a in ages if i < len(a)) for i in range(max(map(len, ages)))]
+        keep["score_ages"] = functools.reduce(add_counts, (k.get("score_ages") or [] for k in keeps), [])
         keep["score_unknown"] = sum(k.get("score_unknown", 0) for k in keeps)
         if out.get("predicted_ratio") is not None and out.get("scoring_cost") is not None and raw:
             out["predicted_ratio"] = out["samples_scored"] / raw * out["scoring_cost"] + trained / raw

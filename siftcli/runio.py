@@ -61,6 +61,13 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
 
 
+def unwritable(path: Any, exc: BaseException) -> OSError:
+    """A writer's own error for a file it could not write (torch and safetensors raise RuntimeError on a full disk) as
+    the OSError the CLI reports in one line, naming the file."""
+    first = (str(exc).strip().splitlines() or ["write failed"])[0][:160]
+    return OSError(errno.EIO, f"could not be written ({first})", str(path))
+
+
 def atomic_torch_save(path: Path, obj: Any) -> None:
     import torch
 
@@ -75,8 +82,7 @@ def atomic_torch_save(path: Path, obj: Any) -> None:
         os.replace(tmp, path)
     except RuntimeError as exc:  # torch's writer reports a full disk as RuntimeError ("file write failed")
         Path(tmp).unlink(missing_ok=True)
-        first = (str(exc).strip().splitlines() or ["write failed"])[0][:160]
-        raise OSError(errno.EIO, f"could not be written ({first})", str(path)) from None
+        raise unwritable(path, exc) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -11,7 +11,7 @@ from typing import Any, Literal
 import torch
 
 from siftcli.sift import algorithm
-from siftcli.sift.losses import UNCERTAINTY  # noqa: F401  (named here beside the other scores)
+from siftcli.sift.losses import UNCERTAINTY
 
 Mode = Literal["probabilistic", "calibrated", "infobatch", "random", "all"]
 Score = Literal["loss", "reducible", "reference", "entropy", "margin"]

@@ -27,6 +27,11 @@ class _KeepFractions:
         return _fraction(self.sifted_kept_samples, self.sifted_raw_samples)
 
 
+def add_counts(a: list[int], b: list[int]) -> list[int]:
+    """Two histograms of counts by bucket, summed bucket by bucket (the shorter padded with zeros)."""
+    return [x + y for x, y in zip(a + [0] * (len(b) - len(a)), b + [0] * (len(a) - len(b)))]
+
+
 def _fraction(part: int, whole: int) -> float:
     return part / whole if whole else float("nan")
 
@@ -73,8 +78,7 @@ class SiftStats(_KeepFractions):
         """Ages in epochs (negative: never recorded) of the scores behind one ranked raw batch."""
         known = ages[ages >= 0].clamp(max=top)
         self.score_unknown += int((ages < 0).sum())
-        counts = torch.bincount(known, minlength=len(self.score_ages)).tolist()
-        self.score_ages = [a + b for a, b in zip(counts, self.score_ages + [0] * (len(counts) - len(self.score_ages)))]
+        self.score_ages = add_counts(self.score_ages, torch.bincount(known).tolist())
 
     def epoch_stats(self, epoch: int) -> EpochStats:
         """The counters of ``epoch``, opened on first use."""
