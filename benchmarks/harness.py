@@ -267,7 +267,9 @@ def main(argv: list[str]) -> int:
         return 0
     if args.name in SCRIPTS:
         module = importlib.import_module(SCRIPTS[args.name])
-        forwarded = ([f"--seeds={args.seeds}"] if args.seeds is not None else []) + rest
+        # the driver's own options, and --set/--out where given (the parser above took them for the entries)
+        forwarded = ([f"--seeds={args.seeds}"] if args.seeds is not None else []) + rest + [f"--set={s}" for s in args.set] \
+            + ([f"--out={args.out}"] if args.out != str(DOC) else [])
         sys.argv = [f"benchmarks {args.name}", *forwarded]  # drivers print their own command line from sys.argv[1:]
         return int(module.main(forwarded) or 0)
     if args.name not in registry:

@@ -100,14 +100,32 @@ def splits_from_recipe(recipe: Recipe) -> Any:
     )
 
 
+def check_sift_fits(recipe: Recipe, unlabeled: bool) -> None:
+    """The one sift setting the data can refuse: a loss ranking needs labels (checked again for every sweep trial
+    that reuses a workload built for another trial)."""
+    if unlabeled and recipe.sift.enabled and recipe.sift.score not in UNCERTAINTY and recipe.sift.mode != "random":
+        raise SiftcliError(f"data: the training data has no {recipe.data.label_column!r} column, so its loss cannot rank samples; "
+                           "use sift.score entropy or margin (the student's own uncertainty), or sift.enabled false")
+
+
+def workload_key(recipe: Recipe) -> str:
+    """What :func:`build_workload` depends on, as text: the recipe without its sift section, except the reference's
+    holdout (which rows train). Two recipes with one key build identical workloads, so a warm sweep worker builds it
+    once and every trial that differs only in sift settings reuses it (from the initial weights, like compare's arms)."""
+    import json
+
+    raw = recipe.model_dump(mode="json")
+    reference = raw.pop("sift")["reference"]
+    raw["holdout"] = [reference["holdout_source"], reference["holdout_fraction"]]
+    return json.dumps(raw, sort_keys=True, default=str)
+
+
 def build_workload(recipe: Recipe) -> Workload:
     """Load data first (cheap to get wrong), then the model."""
     from siftcli.models import build_model, load_image_processor, load_tokenizer
 
     splits = splits_from_recipe(recipe)
-    if splits.unlabeled and recipe.sift.enabled and recipe.sift.score not in UNCERTAINTY and recipe.sift.mode != "random":
-        raise SiftcliError(f"data: the training data has no {recipe.data.label_column!r} column, so its loss cannot rank samples; "
-                           "use sift.score entropy or margin (the student's own uncertainty), or sift.enabled false")
+    check_sift_fits(recipe, splits.unlabeled)
     if splits.unlabeled and recipe.data.label_noise:
         raise SiftcliError("data.label_noise: the training data has no labels to flip")
     m = recipe.model

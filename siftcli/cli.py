@@ -27,6 +27,9 @@ err_console = Console(stderr=True)
 RecipeArg = Annotated[Optional[str], typer.Argument(help="Recipe YAML (default: the embedded offline recipe).")]
 SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="Override a recipe field: key.sub=value (repeatable).")]
 OutputOpt = Annotated[Optional[str], typer.Option("--output", "-o", help="Run folder (default runs/<name>-<timestamp>/).")]
+ReportToOpt = Annotated[Optional[str], typer.Option(
+    "--report-to", help="Also log to experiment trackers: tensorboard, mlflow, wandb, trackio (comma-separated; all; "
+                        "none). Overrides the recipe's report_to.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (the files' content), nothing else; "
                                                       "errors as a JSON object, exit code 2.")]
@@ -81,6 +84,8 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
                 command = exc.resume_command.replace(" <recipe>", f" {shlex.quote(given)}" if given else "")
                 msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (status 'interrupted'); "
                        f"continue with: {command}")
+            elif exc.advice:
+                msg = f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir}; {exc.advice}"
             else:
                 msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
                        "run the command again to start over")
@@ -122,8 +127,8 @@ class _Progress:
         self.progress.__exit__(*exc)
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
-        if kind == "warning":
-            err_console.print(f"[yellow]{data['message']}[/yellow]")
+        if kind == "warning":  # text, not markup: a message may hold brackets (siftcli[wandb])
+            err_console.print(data["message"], style="yellow", markup=False, highlight=False, soft_wrap=True)
         elif kind == "arm":
             self.arm = f"{data['arm']} (seed {data['seed']})"
         elif kind == "start":
@@ -144,6 +149,8 @@ class _Progress:
             err_console.print(f"trial {data['number']}: {params}", highlight=False)
         elif kind == "trial_end":
             err_console.print(f"trial {data['number']}: {data['state'].lower()}", highlight=False)
+        elif kind == "waiting":
+            err_console.print(data["text"], highlight=False)
 
 
 def _main() -> bool:
@@ -158,10 +165,10 @@ def _events(progress: _Progress) -> Any:
     return progress if _main() else None
 
 
-def _load(recipe: str | None, overrides: list[str] | None) -> Any:
+def _load(recipe: str | None, overrides: list[str] | None, report_to: str | None = None) -> Any:
     from siftcli.config import load_recipe
 
-    return load_recipe(recipe, overrides)
+    return load_recipe(recipe, [*(overrides or []), *([f"report_to={report_to}"] if report_to is not None else [])])
 
 
 @app.command()
@@ -172,6 +179,7 @@ def train(
     output: OutputOpt = None,
     no_sift: Annotated[bool, typer.Option("--no-sift", help="Train the baseline even if the recipe sifts.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted run folder.")] = None,
+    report_to: ReportToOpt = None,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
 ) -> None:
@@ -183,7 +191,7 @@ def train(
         from siftcli.errors import SiftcliError
 
         raise SiftcliError(f"--resume {resume} continues that folder; -o {output} names another: give one of them")
-    cfg = _load(recipe, set_)  # with --resume, checked against the run folder's saved recipe
+    cfg = _load(recipe, set_, report_to)  # with --resume, checked against the run folder's saved recipe
     with _Progress(not quiet and not json_) as progress:
         run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=_events(progress),
                                      resume=resume)
@@ -214,6 +222,7 @@ def compare(
     json_: JsonOpt = False,
     equal_time: Annotated[bool, typer.Option("--equal-time", help="Alias of --arm equal-time.")] = False,
     random_keep: Annotated[bool, typer.Option("--random-keep", help="Alias of --arm random-keep.")] = False,
+    report_to: ReportToOpt = None,
     quiet: QuietOpt = False,
 ) -> None:
     """The sifted run against the honest opponents (a baseline given the same time, the same fraction kept at random,
@@ -229,7 +238,7 @@ def compare(
         return
     if len(targets) > 2:
         raise SiftcliError(f"compare takes a recipe or two run folders, got {len(targets)} arguments")
-    cfg = _load(targets[0] if targets else None, set_)
+    cfg = _load(targets[0] if targets else None, set_, report_to)
     arms = list(arm or []) + (["equal-time"] if equal_time else []) + (["random-keep"] if random_keep else [])
     if arms and quick:
         raise SiftcliError("--quick runs baseline and sifted only; give it or --arm, not both")
@@ -257,9 +266,16 @@ def sweep_beta(
     max_time_ratio: Annotated[Optional[float], typer.Option(
         "--max-time-ratio", help="budget: trials slower than this share of the baseline are infeasible.")] = None,
     no_prune: Annotated[bool, typer.Option("--no-prune", help="budget: run every trial to the end.")] = False,
-    jobs: Annotated[int, typer.Option("--jobs", help="Trial processes at a time (one GPU each when there are several).")] = 1,
+    jobs: Annotated[int, typer.Option("--jobs", help="Warm worker processes training trials at a time (one GPU each "
+                                      "when there are several); 0 trains them in this process.")] = 1,
     storage: Annotated[Optional[str], typer.Option(
-        "--storage", help="Optuna storage URL (default: a journal file in the sweep folder).")] = None,
+        "--storage", help="Optuna storage URL (default: a journal file in the sweep folder); postgresql://... shared by "
+        "several machines, each running this command with the same --study.")] = None,
+    study: Annotated[Optional[str], typer.Option("--study", help="Study name in --storage (default: RECIPE-NAME-sweep).")] = None,
+    fresh_processes: Annotated[bool, typer.Option(
+        "--fresh-processes", help="A new process per trial instead of warm workers (slower; for comparisons).")] = False,
+    stale_seconds: Annotated[float, typer.Option(
+        "--stale-seconds", help="Another machine's trial silent this long is failed and queued again.")] = 120.0,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a killed sweep folder.")] = None,
     set_: SetOpt = None,
     output: OutputOpt = None,
@@ -279,7 +295,9 @@ def sweep_beta(
         given = [flag for name, flag in (("trials", "--trials"), ("mode", "--mode"), ("betas", "--betas"),
                                          ("beta_range", "--beta-range"), ("param", "--param"), ("frontier", "--frontier"),
                                          ("max_time_ratio", "--max-time-ratio"), ("no_prune", "--no-prune"),
-                                         ("storage", "--storage"), ("set_", "--set"), ("output", "--output"))
+                                         ("storage", "--storage"), ("study", "--study"), ("set_", "--set"),
+                                         ("output", "--output"), ("fresh_processes", "--fresh-processes"),
+                                         ("stale_seconds", "--stale-seconds"))
                  if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"]  # typer may vendor click
         if given:
             raise SiftcliError(f"--resume continues the sweep with its saved settings; {', '.join(given)} would be ignored: "
@@ -291,9 +309,14 @@ def sweep_beta(
         fractions = sorted({float(f) for f in _fractions(frontier)})
         if max_time_ratio is not None and not max_time_ratio > 0:
             raise SiftcliError(f"--max-time-ratio must be positive, got {max_time_ratio}")
+        if not stale_seconds > 0:
+            raise SiftcliError(f"--stale-seconds must be positive, got {stale_seconds}")
+        if study is not None and (not study.strip() or ":" in study):
+            raise SiftcliError(f"--study {study!r}: expected a name without ':' (siftcli keeps NAME:frontier:N beside it)")
         settings = SweepSettings(mode=mode, trials=trials, space=space, grid=grid, frontier=fractions,
                                  max_time_ratio=max_time_ratio, prune=not no_prune, storage=storage or "",
-                                 study=f"{cfg.name}-sweep")
+                                 study=study or f"{cfg.name}-sweep", fresh_processes=fresh_processes,
+                                 stale_seconds=stale_seconds)
     with _Progress(not quiet and not json_) as progress:
         run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=None if json_ else progress)
     _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(sweep_view(result, str(run_dir)))

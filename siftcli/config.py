@@ -256,6 +256,24 @@ class Recipe(_Strict):
     num_workers: int = Field(default=0, ge=0)
     checkpoint_every_steps: int | None = Field(default=None, ge=1)
     log_every_steps: int = Field(default=10, ge=1)
+    report_to: list[Literal["tensorboard", "mlflow", "wandb", "trackio"]] = Field(
+        default_factory=list, description="experiment trackers each run also logs to (optional extras; 'all', 'none')")
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _report_to(cls, value: Any) -> Any:
+        """As the Hugging Face Trainer spells it: one name, a list, a comma-separated string, 'none' or 'all'."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if value == ["none"]:
+            return []
+        if value == ["all"]:  # those installed, as the Trainer reads it
+            import importlib.util
+
+            return [n for n in ("tensorboard", "mlflow", "wandb", "trackio") if importlib.util.find_spec(n) is not None]
+        return value
 
     @property
     def pad_multiple(self) -> int | None:

@@ -265,6 +265,11 @@ def _check_labels(values: list[Any], label_names: list[str] | None, source: str,
     empty = next((i for i, v in enumerate(values) if v is None or (isinstance(v, float) and v != v)), None)
     if empty is not None:
         raise SiftcliError(f"data: an empty label at {_line(source, column_names, empty)}")
+    odd = next((i for i, v in enumerate(values) if isinstance(v, str) != isinstance(values[0], str)), None)
+    if odd is not None and not ids_from_train:
+        kind = "text" if isinstance(values[odd], str) else "a number"
+        raise SiftcliError(f"data: label {values[odd]!r} ({_line(source, column_names, odd)}) is {kind}, unlike the "
+                           f"labels before it ({values[0]!r} at {_line(source, column_names, 0)}); use one kind of label")
     if label_names:
         for i, v in enumerate(values):
             if isinstance(v, str) and v not in label_names:

@@ -17,12 +17,14 @@ class SiftcliError(Exception):
 class RunInterrupted(Exception):
     """Raised after Ctrl-C once the partial results are safely on disk."""
 
-    def __init__(self, run_dir: str, resumable: bool = True, signal: str = "SIGINT", resume_command: str | None = None) -> None:
+    def __init__(self, run_dir: str, resumable: bool = True, signal: str = "SIGINT", resume_command: str | None = None,
+                 advice: str | None = None) -> None:
         super().__init__(run_dir)
         self.run_dir = run_dir
         self.resumable = resumable  # a single run or a sweep continues with --resume; compare starts over
         self.signal = signal  # SIGINT (Ctrl-C) or SIGTERM (timeout, Slurm, docker stop)
         self.resume_command = resume_command or f"siftcli train <recipe> --resume {run_dir}"
+        self.advice = advice  # not resumable: what to do instead (default: run the command again to start over)
 
     @property
     def exit_code(self) -> int:

@@ -197,8 +197,10 @@ def sweep_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
         t.add_row("base", f"baseline, {p['fraction']:g} of the steps", _f(p.get("value"), "{:.4f}"),
                   _f(p.get("train_seconds"), "{:.1f}"), "", "complete", mark)
     parts: list[Any] = [t, Text(best["text"], style="bold")]
-    parts.append(Text(f"sweep wall-clock {result['sweep_seconds']:.0f} s; trial processes {result['trial_process_seconds']:.0f} s; "
-                      f"study {result['study']} in {result['storage']} (optuna-dashboard can open it)", style="dim"))
+    startup = (result.get("startup_seconds") or {}).get("median")
+    parts.append(Text(f"sweep wall-clock {result['sweep_seconds']:.0f} s; trial processes {result['trial_process_seconds']:.0f} s"
+                      + (f"; start-up per trial {startup:.2f} s (median)" if startup is not None else "")
+                      + f"; study {result['study']} in {result['storage']} (optuna-dashboard can open it)", style="dim"))
     if result.get("plot"):
         parts.append(Text(f"plot: {result['plot']}", style="dim"))
     if run_dir:

@@ -87,15 +87,28 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
             on_event("warning", {"message": warning})
     cfg = sift_config(recipe, len(workload.train_data)) if use_sift else None
     ranks_reference = cfg is not None and cfg.uses_reference
-    if resume and ranks_reference and recipe.sift.reference.kind != "model" and not recipe.sift.reference.cache:
-        raise SiftcliError(f"--resume {resume}: with sift.reference.cache false the reference would be trained again, on "
-                           "another clock; resume with the cache on, or start the run again")
-    ctx = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict()))
-    reference = ctx.reference("sifted", run_dir) if ranks_reference else None
-    from siftcli.builders import save_model
+    from siftcli.train import reference_not_kept
 
-    metrics = train(workload, recipe, cfg, reference=reference, run_dir=run_dir, arm="sifted" if use_sift else "baseline",
-                    on_event=on_event, resume=bool(resume), on_complete=lambda: save_model(workload, run_dir / "model"))
+    if resume and reference_not_kept(recipe, cfg):
+        raise SiftcliError(f"--resume {resume}: {reference_not_kept(recipe, cfg)}")
+    ctx = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict()))
+    try:
+        reference = ctx.reference("sifted", run_dir) if ranks_reference else None
+    except KeyboardInterrupt:  # before any training step: there is nothing to resume
+        raise RunInterrupted(str(run_dir), resumable=False, advice=(
+            "it was building the reference and no training step had run, so there is nothing to resume: run the command "
+            "again (with another -o folder if you gave one)")) from None
+    from siftcli.builders import save_model
+    from siftcli.trackers import open_trackers
+
+    trackers = open_trackers(recipe, run_dir, on_event=on_event)
+    try:
+        metrics = train(workload, recipe, cfg, reference=reference, run_dir=run_dir, arm="sifted" if use_sift else "baseline",
+                        on_event=trackers.wrap(on_event) if trackers else on_event, resume=bool(resume),
+                        on_complete=lambda: save_model(workload, run_dir / "model"))
+    finally:
+        if trackers:
+            trackers.close()  # interrupted or failed: the tracker's run ends marked so
     _maybe_plot(run_dir, [metrics])
     return run_dir, metrics
 
@@ -245,13 +258,19 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
         return cached.pop(r.seed, None) or build_workload(r)
 
     seed_list = [recipe.seed + i for i in range(seeds)]
+    from siftcli.trackers import open_trackers
+
+    trackers = open_trackers(recipe, run_dir, group=run_dir.name, seeds=seeds, on_event=on_event)
     try:
-        all_runs = run_plan(recipe, chosen, seed_list, run_dir, on_event=on_event, workloads=workloads,
-                            live=finished)
+        all_runs = run_plan(recipe, chosen, seed_list, run_dir, on_event=trackers.wrap(on_event) if trackers else on_event,
+                            workloads=workloads, live=finished)
     except RunInterrupted as exc:
         atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "arms": chosen,
                                                      "runs": [{a: brief(m) for a, m in r.items()} for r in finished if r]})
         raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
+    finally:
+        if trackers:
+            trackers.close()
     result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list)
     result["arms"] = chosen
     result["pilot_warning"] = warning
@@ -261,7 +280,23 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
 
     traces = {arm: (m.get("keep") or {}).get("trace") for arm, m in all_runs[0].items()}
     atomic_write_text(run_dir / "report.html", report_html(result, traces))
+    if trackers:
+        trackers.finish_group(_tracked(result), [run_dir / "compare.json", *map(Path, result["plots"]), run_dir / "report.html"])
     return run_dir, result
+
+
+def _tracked(result: dict[str, Any]) -> dict[str, Any]:
+    """A comparison's record for the trackers: the verdict, and each arm's metric and time against the baseline."""
+    out: dict[str, Any] = {"verdict": str(result["verdict"])}
+    first = result["runs"][0]
+    base = first.get("baseline")
+    for arm, run in first.items():
+        value = (run.get("final") or {}).get(run.get("metric"))
+        if value is not None:
+            out[f"{arm}/{run['metric']}"] = value
+        if base and base.get("train_seconds"):
+            out[f"{arm}/time_ratio"] = run["train_seconds"] / base["train_seconds"]
+    return out
 
 
 def summarise_compare(all_runs: list[dict[str, dict[str, Any]]], drop_points: float, name: str, seeds: list[int],

@@ -10,10 +10,12 @@ from typing import Any
 from siftcli.config import Recipe, validate_recipe
 from siftcli.errors import SiftcliError
 
-#: What a sweep may search: sift keys and their kind.
+#: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` or
+#: ``model:SOURCE`` (a reference kind with its one setting); ``reference_epochs`` is ``sift.reference.epochs``.
 SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_length": "int", "keep_fraction": "float",
               "prune_fraction": "float", "anneal_fraction": "float", "memory_max_age": "int", "mode": "choice",
-              "scoring": "choice", "score": "choice"}
+              "scoring": "choice", "score": "choice", "memory_refresh": "choice", "reference": "choice",
+              "reference_epochs": "float"}
 
 def parse_space(recipe: Recipe, *, betas: str | None, beta_range: str | None, params: list[str] | None) -> tuple[dict, bool]:
     """``--betas`` (a grid), ``--beta-range LOW:HIGH`` (log scale) and ``--param key=LOW:HIGH[:log]`` or
@@ -91,6 +93,21 @@ def _coerce(value: str, kind: str) -> Any:
 def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
     """The recipe with a trial's sift settings (validated: a bad combination is one line)."""
     raw = recipe.model_dump(mode="json")
+    params = dict(params)
+    reference = raw["sift"]["reference"]
+    if "reference" in params:
+        kind, _, setting = str(params.pop("reference")).partition(":")
+        reference.update(kind=kind, holdout_source=None, holdout_fraction=None, model=None)
+        if kind == "holdout":
+            try:
+                reference["holdout_fraction"] = float(setting)
+            except ValueError:
+                raise SiftcliError(f"sweep trial: reference={kind}:{setting}: expected holdout:FRACTION such as "
+                                   "holdout:0.1") from None
+        elif kind == "model":
+            reference["model"] = setting or None
+    if "reference_epochs" in params:
+        reference["epochs"] = params.pop("reference_epochs")
     raw["sift"].update(params)
     raw["sift"]["enabled"] = True
     if "sift_delay_fraction" in params:

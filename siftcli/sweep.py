@@ -1,28 +1,27 @@
-"""``sweep-beta`` on Optuna: trials in their own processes, Hyperband pruning or a Pareto front, and the
-baseline frontier every answer is held against.
+"""``sweep-beta`` on Optuna: warm trial workers, Hyperband pruning or a Pareto front, the baseline frontier every
+answer is held against, and one study shared by any number of machines.
 
-The parent process owns the study (a journal file in the sweep folder by default, or any Optuna storage
-URL), runs the baseline frontier once (the full baseline and baselines capped at fractions of its steps,
-learning rate fully decayed in each), then asks Optuna for trials and runs each as
-``python -m siftcli.sweep SWEEP_DIR NUMBER`` (``--jobs`` at a time). A trial reports every periodic
-evaluation to Optuna and, in budget mode, stops at once when Hyperband prunes it; it leaves
-``trial-N/trial.json`` and the parent tells the study. A trial process that crashes is a failed trial
-(its error kept) and the sweep goes on; a killed sweep continues with ``--resume``: finished trials stay,
-interrupted ones run again with the same parameters.
+The parent process joins the study (:mod:`siftcli.study`: a journal file in the sweep folder by default, or any
+Optuna storage URL), gets the baseline frontier (the full baseline and baselines capped at fractions of its steps,
+learning rate fully decayed in each; trained once per study), then asks Optuna for trials and hands each to a warm
+worker (:mod:`siftcli.workers`, ``--jobs`` of them), which imports once and keeps the tokenized data between trials.
+A trial reports every periodic evaluation to Optuna and, in budget mode, stops at once when Hyperband prunes it;
+it leaves ``trial-N/trial.json`` and the parent tells the study. A crashed trial is a failed trial (its error kept),
+its worker is replaced and the sweep goes on; a killed sweep continues with ``--resume``: finished trials stay,
+interrupted ones run again with the same parameters. The same command on several machines with one ``--storage``
+and ``--study`` works on one study: the trial count is the study's, and every machine's summary is the study's.
 """
 
 from __future__ import annotations
 
-import copy
+import hashlib
 import math
-import os
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from siftcli import study as studies
 from siftcli.analysis import target_for, time_to_target
 from siftcli.config import Recipe, load_recipe
 from siftcli.errors import RunInterrupted, SiftcliError
@@ -32,8 +31,8 @@ from siftcli.space import SEARCHABLE, _distributions, apply_params, grid_points,
 FRONTIER = (0.25, 0.5, 0.75, 1.0)
 #: Trials are not pruned after this share of the run's raw batches.
 LAST_PRUNE = 0.9
-#: The trial process; tests may point it elsewhere to exercise crashes.
-TRIAL_COMMAND = [sys.executable, "-m", "siftcli.sweep"]
+#: How often the parent refreshes its trials' liveness and looks at the other machines' (seconds).
+TEND_EVERY = 5.0
 
 
 @dataclass
@@ -51,49 +50,11 @@ class SweepSettings:
     study: str = "siftcli-sweep"
     seed: int = 0
     enqueue: list[dict[str, Any]] = field(default_factory=list)  # parameter sets to try first (replays)
+    fresh_processes: bool = False  # one process per trial (cold start each time): the benchmark's opponent
+    stale_seconds: float = 120.0  # another machine's trial silent this long is failed and queued again
 
-
-# -- the study ------------------------------------------------------------------------------------------
-def _optuna() -> Any:
-    try:
-        import optuna
-    except ImportError:
-        raise SiftcliError('sweep-beta needs Optuna: pip install "siftcli[sweep]"') from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    return optuna
-
-
-def storage_url(settings: SweepSettings, sweep_dir: Path) -> Any:
-    _optuna()
-    if settings.storage:
-        return settings.storage
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    return JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
-
-
-def pruner_for(settings: SweepSettings, max_resource: int) -> Any:
-    """Hyperband over raw batches consumed (comparable across keep rates), from a ninth of the run to all of it."""
-    optuna = _optuna()
-    if settings.mode != "budget" or not settings.prune:
-        return optuna.pruners.NopPruner()
-    return optuna.pruners.HyperbandPruner(min_resource=max(1, max_resource // 9), max_resource=max_resource, reduction_factor=3)
-
-
-def open_study(settings: SweepSettings, sweep_dir: Path, recipe: Recipe, max_resource: int) -> Any:
-    optuna = _optuna()
-    higher = _higher_is_better(recipe)
-    # a grid is enqueued trial by trial (GridSampler stops the study itself, which only works inside optimize())
-    constraints = None
-    if settings.mode == "budget" and settings.max_time_ratio is not None:
-        limit = settings.max_time_ratio
-        constraints = lambda t: [t.user_attrs.get("time_ratio", 0.0) - limit]  # noqa: E731  (<= 0: feasible)
-    sampler = optuna.samplers.TPESampler(seed=settings.seed, n_startup_trials=min(5, max(1, settings.trials // 3)),
-                                         constraints_func=constraints)
-    kwargs: dict[str, Any] = {"directions": ["maximize" if higher else "minimize", "minimize"]} if settings.mode == "pareto" \
-        else {"direction": "maximize" if higher else "minimize"}
-    return optuna.create_study(storage=storage_url(settings, sweep_dir), study_name=settings.study, sampler=sampler,
-                               pruner=pruner_for(settings, max_resource), load_if_exists=True, **kwargs)
+    def shared(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in studies.SHARED}
 
 
 def _higher_is_better(recipe: Recipe) -> bool:
@@ -102,23 +63,37 @@ def _higher_is_better(recipe: Recipe) -> bool:
     return TASKS[recipe.task].higher_is_better
 
 
-# -- one trial (in its own process) ---------------------------------------------------------------------
-def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
-    """Train trial ``number`` of the sweep in ``sweep_dir``; report evaluations; stop when pruned."""
+def recipe_sha256(recipe: Recipe) -> str:
+    """What a frontier and a study are keyed by: the recipe as trained, so where a run is also logged (``report_to``)
+    does not make two machines' recipes differ."""
+    import yaml
 
-    optuna = _optuna()
+    return hashlib.sha256(yaml.safe_dump(recipe.model_dump(mode="json", exclude={"report_to"}), sort_keys=False)
+                          .encode()).hexdigest()
+
+
+# -- one trial (in a worker) ----------------------------------------------------------------------------
+def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | None = None) -> dict[str, Any]:
+    """Train trial ``number`` of the sweep in ``sweep_dir``; report evaluations; stop when pruned. ``cache`` (a
+    :class:`~siftcli.workers.WorkloadCache`) keeps the workload between trials; ``sent``: when the trial was handed
+    over (its start-up, the time until training starts, is reported)."""
     from siftcli.arms import SeedContext, run_one
-    from siftcli.builders import build_workload
+    from siftcli.workers import WorkloadCache, reset_random
 
+    optuna = studies.optuna_module()
+    began = sent if sent is not None else time.time()
+    cache = cache if cache is not None else WorkloadCache()
     settings = SweepSettings(**read_json(sweep_dir / "sweep_settings.json"))
     base = load_recipe(sweep_dir / "recipe.yaml")
     frontier = read_json(sweep_dir / "frontier.json")
-    study = open_study(settings, sweep_dir, base, frontier["max_resource"])
-    trial = _live_trial(study, number, optuna)
+    key = (settings.storage, settings.study, str(sweep_dir))
+    if key not in cache.studies:
+        cache.studies[key] = studies.open_study(settings, sweep_dir, _higher_is_better(base), frontier["max_resource"])
+    study = cache.studies[key]
+    trial = studies.live_trial(study, number)
     params = trial.params
     recipe = apply_params(base, params)
-    workload = build_workload(recipe)
-    initial = copy.deepcopy(workload.model.state_dict())
+    workload, initial = cache.get(recipe)
     curve: list[dict[str, Any]] = []
     pruned_at: list[int] = []
 
@@ -137,6 +112,8 @@ def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
                 raise optuna.TrialPruned()
 
     folder = sweep_dir / f"trial-{number}"
+    reset_random(recipe.seed)
+    startup = time.time() - began
     try:
         metrics = run_one(SeedContext(recipe, workload, initial), "sifted", folder, on_event)
     except optuna.TrialPruned:
@@ -148,35 +125,23 @@ def run_trial(sweep_dir: Path, number: int) -> dict[str, Any]:
                   "final": metrics["final"], "kept": (metrics.get("keep") or {}).get("achieved"),
                   "scoring_cost": metrics.get("scoring_cost")}
     result.update(number=number, params=params, metric=workload.metric, higher_is_better=workload.higher_is_better,
+                  startup_seconds=startup,
                   curve=[{k: p.get(k) for k in ("step", "raw_samples", "train_seconds", workload.metric)} for p in curve])
     atomic_write_json(folder / "trial.json", result)
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m siftcli.sweep SWEEP_DIR NUMBER``: one trial (what the parent launches)."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        run_trial(Path(argv[0]), int(argv[1]))
-    except SiftcliError as exc:
-        print(f"siftcli: error: {exc}", file=sys.stderr)
-        return 2
-    except RunInterrupted as exc:
-        return exc.exit_code
-    return 0
-
-
 # -- the sweep (parent) ---------------------------------------------------------------------------------
 def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: str | None = None, resume: str | None = None,
               jobs: int = 1, on_event: Any = None) -> tuple[Path, dict[str, Any]]:
-    """The whole sweep: frontier, trials (``jobs`` processes at a time; 0 runs them in this process), results."""
+    """The whole sweep: frontier, trials (``jobs`` warm workers; 0 runs them in this process), results."""
     from siftcli import parallel
     from siftcli.runner import prepare
 
     if parallel.launched():
-        raise SiftcliError("sweep-beta runs its trials as processes of its own (--jobs, one GPU each); launch it without "
-                           "torchrun")
-    optuna = _optuna()
+        raise SiftcliError("sweep-beta runs its trials in worker processes of its own (--jobs, one GPU each); launch it "
+                           "without torchrun")
+    studies.optuna_module()
     emit = on_event or (lambda kind, data: None)
     if jobs < 0:
         raise SiftcliError(f"--jobs must be 0 or more, got {jobs}")
@@ -186,9 +151,9 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
             raise SiftcliError(f"--resume {resume}: not a sweep folder (no sweep_settings.json)")
         claim(sweep_dir)
         settings = SweepSettings(**read_json(sweep_dir / "sweep_settings.json"))
-        _optuna_storage_ok(settings)
+        studies.check_storage(settings.storage)
         recipe = load_recipe(sweep_dir / "recipe.yaml")
-        workload, initial = None, None
+        workload = None
     else:
         assert recipe is not None and settings is not None
         if settings.trials < 1:
@@ -196,20 +161,21 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         if settings.grid:
             settings.trials = math.prod(len(s["values"]) for s in settings.space.values())
         settings.seed = recipe.seed
-        _optuna_storage_ok(settings)
+        studies.check_storage(settings.storage)
         workload, sweep_dir = prepare(recipe, output, "-sweep")
-        initial = copy.deepcopy(workload.model.state_dict())
         atomic_write_json(sweep_dir / "sweep_settings.json", asdict(settings))
     started = time.perf_counter()
     previous = _on_sigterm()
     try:
-        frontier = run_frontier(recipe, settings, sweep_dir, workload, initial, emit)
-        study = open_study(settings, sweep_dir, recipe, frontier["max_resource"])
-        _requeue_interrupted(study, optuna)
-        if not resume:
+        higher = _higher_is_better(recipe)
+        study = studies.open_study(settings, sweep_dir, higher, None)
+        founder = studies.join(study, recipe_sha256(recipe), settings.shared())
+        frontier = run_frontier(recipe, settings, sweep_dir, workload, emit, study)
+        study = studies.open_study(settings, sweep_dir, higher, frontier["max_resource"])
+        if founder:  # the machine that started the study queues the grid and the replays, once
             for params in settings.enqueue + grid_points(settings):
                 study.enqueue_trial(params)
-        _run_trials(study, settings, sweep_dir, frontier, jobs, emit, optuna)
+        _run_trials(study, settings, sweep_dir, frontier, jobs, emit, resumed=bool(resume))
     except (KeyboardInterrupt, RunInterrupted) as exc:
         signal = getattr(exc, "signal", "SIGINT")
         atomic_write_json(sweep_dir / "sweep.json", {"status": "interrupted"})
@@ -220,7 +186,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
             import signal as signals
 
             signals.signal(signals.SIGTERM, previous)
-    result = summarise_sweep(study, settings, sweep_dir, frontier, time.perf_counter() - started, optuna)
+    result = summarise_sweep(study, settings, sweep_dir, frontier, time.perf_counter() - started)
     atomic_write_json(sweep_dir / "sweep.json", result)
     try:
         from siftcli.plots import write_sweep_plot
@@ -232,14 +198,14 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
 
 
 class _Terminated(KeyboardInterrupt):
-    """SIGTERM met while the parent waits on its trials: unwound like Ctrl-C (the trials are stopped and waited for,
+    """SIGTERM met while the parent waits on its trials: unwound like Ctrl-C (the workers are stopped and waited for,
     the status written), reported as SIGTERM (exit code 143)."""
 
     signal = "SIGTERM"
 
 
 def _on_sigterm() -> Any:
-    """Handle SIGTERM like SIGINT for the sweep's lifetime (a batch scheduler's stop must not orphan trial processes);
+    """Handle SIGTERM like SIGINT for the sweep's lifetime (a batch scheduler's stop must not orphan worker processes);
     returns the previous handler, or None off the main thread, where no handler can be set."""
     import signal
     import threading
@@ -253,146 +219,119 @@ def _on_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, stop)
 
 
-def _optuna_storage_ok(settings: SweepSettings) -> None:
-    """Open the storage before anything trains: the URL parses, its driver is installed, the server answers or the
-    file's folder exists; an in-memory database (which trial processes cannot share) is refused."""
-    url = settings.storage
-    if not url:
-        return
-    if "://" not in url:
-        raise SiftcliError(f"--storage {url!r}: expected an Optuna storage URL such as sqlite:///sweep.db "
-                           "(leave it out for a journal file in the sweep folder)")
-    try:
-        from sqlalchemy.engine import make_url
-
-        parsed = make_url(url)
-    except Exception as exc:
-        raise SiftcliError(f"--storage {url!r}: not a database URL ({str(exc).splitlines()[0][:120]})") from None
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.database in (None, "", ":memory:"):
-            raise SiftcliError(f"--storage {url!r}: an in-memory database lives in one process and the trials run in "
-                               "others; use a file, sqlite:///sweep.db")
-        folder = Path(parsed.database).expanduser().resolve().parent
-        if not folder.is_dir():
-            raise SiftcliError(f"--storage {url!r}: folder {folder} does not exist")
-    optuna = _optuna()
-    try:
-        optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
-    except ImportError as exc:
-        raise SiftcliError(f"--storage {url!r}: the database driver is not installed ({exc}); e.g. "
-                           "pip install psycopg2-binary for postgresql://, pymysql for mysql+pymysql://") from None
-    except Exception as exc:  # OperationalError and friends: no server, wrong password, no such database
-        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
-        raise SiftcliError(f"--storage {url!r}: cannot open it ({exc.__class__.__name__}: {first})") from None
-
-
-def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workload: Any, initial: Any,
-                 emit: Any) -> dict[str, Any]:
-    """The full baseline, then baselines capped at fractions of its steps (fully decayed); each run once and kept."""
-
-    import hashlib
+def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workload: Any, emit: Any,
+                 study: Any = None) -> dict[str, Any]:
+    """The full baseline, then baselines capped at fractions of its steps (fully decayed): trained once per study
+    (another machine's is read), each point kept as it finishes; ``frontier.json`` is this folder's copy."""
+    import copy
 
     from siftcli.arms import SeedContext, run_one
     from siftcli.builders import build_workload
-    from siftcli.config import recipe_to_yaml
 
     path = sweep_dir / "frontier.json"
-    key = hashlib.sha256(recipe_to_yaml(recipe).encode()).hexdigest()
-    done = read_json(path) if path.exists() else {"points": [], "recipe_sha256": key}
-    if done.get("recipe_sha256") != key:  # a frontier is of one recipe: another's would price every trial wrong
+    key = recipe_sha256(recipe)
+    local = read_json(path) if path.exists() else None
+    if local is not None and local.get("recipe_sha256") != key:  # a frontier prices every trial: of one recipe only
         raise SiftcliError(f"{path}: this frontier was trained for another recipe; use a new -o folder for this one")
-    have = {p["fraction"] for p in done["points"]}
-    fractions = sorted(set(settings.frontier) | {1.0}, reverse=True)  # the full run first: it sets the steps
-    for fraction in fractions:
-        if fraction in have:
-            continue
-        if workload is None:
-            workload = build_workload(recipe)
+
+    def train(held: dict[str, Any], publish: Any) -> dict[str, Any]:
+        nonlocal workload
+        done = {"points": [], "recipe_sha256": key, **(local or {}), **{k: v for k, v in held.items() if k != "complete"}}
+        have = {p["fraction"] for p in done["points"]}
+        for fraction in sorted(set(settings.frontier) | {1.0}, reverse=True):  # the full run first: it sets the steps
+            if fraction in have:
+                continue
+            if workload is None:
+                workload = build_workload(recipe)
             initial = copy.deepcopy(workload.model.state_dict())
-        full = next((p for p in done["points"] if p["fraction"] == 1.0), None)
-        ctx = SeedContext(recipe.model_copy(update={"sift": recipe.sift.model_copy(update={"enabled": False})}), workload, initial)
-        ctx.runs["baseline"] = full or {}
-        arm = "baseline" if fraction == 1.0 else f"train-less:fraction={fraction:g}"
-        m = run_one(ctx, arm, sweep_dir / f"baseline-{fraction:g}", emit)
-        done["points"].append({"fraction": fraction, "train_seconds": m["train_seconds"], "optimizer_steps": m["optimizer_steps"],
-                               "final": m["final"], "metric": m["metric"], "higher_is_better": m["higher_is_better"],
-                               "raw_samples": m["raw_samples"], "curve": m["curve"]})
-        done["max_resource"] = math.ceil(next(p for p in done["points"] if p["fraction"] == 1.0)["raw_samples"] / recipe.batch_size)
-        atomic_write_json(path, done)
+            full = next((p for p in done["points"] if p["fraction"] == 1.0), None)
+            baseline = recipe.model_copy(update={"sift": recipe.sift.model_copy(update={"enabled": False})})
+            ctx = SeedContext(baseline, workload, initial)
+            ctx.runs["baseline"] = full or {}
+            arm = "baseline" if fraction == 1.0 else f"train-less:fraction={fraction:g}"
+            m = run_one(ctx, arm, sweep_dir / f"baseline-{fraction:g}", _alive(emit, publish, done))
+            done["points"].append({"fraction": fraction, "train_seconds": m["train_seconds"],
+                                   "optimizer_steps": m["optimizer_steps"], "final": m["final"], "metric": m["metric"],
+                                   "higher_is_better": m["higher_is_better"], "raw_samples": m["raw_samples"],
+                                   "curve": m["curve"]})
+            full = next(p for p in done["points"] if p["fraction"] == 1.0)
+            done["max_resource"] = math.ceil(full["raw_samples"] / recipe.batch_size)
+            atomic_write_json(path, done)
+            publish(done)
+        return done
+
+    if study is None:  # no study to share it through (a caller's own use): this folder's copy alone
+        done = train({}, lambda d: None)
+    else:
+        done = studies.shared_frontier(study, studies.owner_of(sweep_dir), settings.stale_seconds, train,
+                                       lambda text: emit("waiting", {"text": text}))
+        done = {k: v for k, v in done.items() if k != "complete"}
+        if done.get("recipe_sha256") != key:
+            raise SiftcliError(f"--study {settings.study}: its frontier was trained for another recipe")
     done["points"].sort(key=lambda p: p["fraction"])
+    atomic_write_json(path, done)
     return done
 
 
-def _requeue_interrupted(study: Any, optuna: Any) -> None:
-    """Trials left running by a killed sweep: failed (marked interrupted) and queued again with the same parameters."""
-    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        _live_trial(study, t.number, optuna).set_user_attr("interrupted", True)
-        study.tell(t.number, state=optuna.trial.TrialState.FAIL)
-        study.enqueue_trial(t.params, skip_if_exists=False)
+def _alive(emit: Any, publish: Any, done: dict[str, Any]) -> Any:
+    """The frontier run's events, refreshing its claim at most every TEND_EVERY seconds (so a waiting machine can
+    tell a slow frontier from a dead one)."""
+    last = [time.time()]
 
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        emit(kind, data)
+        if time.time() - last[0] > TEND_EVERY:
+            publish(done)
+            last[0] = time.time()
 
-def _live_trial(study: Any, number: int, optuna: Any) -> Any:
-    """The one place the sweep reaches past Optuna's public API: a live :class:`optuna.trial.Trial` for a trial number
-    (the parent created the trial with ``ask``; its process reports to it and asks whether to prune). Optuna has no
-    public lookup from number to a live trial; ``Trial(study, trial_id)`` is how its own ``ask`` builds one."""
-    frozen = study.get_trials(deepcopy=False)[number]
-    return optuna.trial.Trial(study, frozen._trial_id)
-
-
-def _counted(study: Any, optuna: Any) -> int:
-    finished = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
-    return sum(1 for t in study.get_trials(deepcopy=False, states=finished) if not t.user_attrs.get("interrupted"))
+    return on_event
 
 
 def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: dict[str, Any], jobs: int, emit: Any,
-                optuna: Any) -> None:
+                resumed: bool = False) -> None:
+    """Ask, hand out and tell trials until the study has its count and none of its trials runs anywhere."""
+    from siftcli.workers import Pool, WorkloadCache
+
     distributions = _distributions(settings.space)
     full_seconds = next(p for p in frontier["points"] if p["fraction"] == 1.0)["train_seconds"]
-    running: dict[int, tuple[Any, subprocess.Popen | None, float]] = {}
-    slots = max(1, jobs)
-    gpus = _gpu_count()
+    me = studies.owner_of(sweep_dir)
+    pool = Pool(sweep_dir, max(1, jobs), fresh=settings.fresh_processes, gpus=_gpu_count()) if jobs else None
+    cache = WorkloadCache() if jobs == 0 else None
+    studies.tend(study, [], me, settings.stale_seconds, resumed=resumed)
+    tended = time.time()
     try:
         while True:
-            while len(running) < slots and _counted(study, optuna) + len(running) < settings.trials:
-                trial = study.ask(distributions)
-                emit("trial", {"number": trial.number, "params": trial.params})
-                if jobs == 0:
-                    running[trial.number] = (trial, None, time.perf_counter())
-                    break
-                env = dict(os.environ)
-                if gpus > 1:
-                    env["CUDA_VISIBLE_DEVICES"] = str(len(running) % gpus)
-                folder = sweep_dir / f"trial-{trial.number}"
-                folder.mkdir(parents=True, exist_ok=True)
-                with open(folder / "stderr.txt", "wb") as err:
-                    proc = subprocess.Popen([*TRIAL_COMMAND, str(sweep_dir), str(trial.number)], env=env,
-                                            stdout=subprocess.DEVNULL, stderr=err)
-                running[trial.number] = (trial, proc, time.perf_counter())
-            if not running:
-                return
-            for number, (trial, proc, t0) in list(running.items()):
-                if proc is None:  # in this process
-                    try:
-                        result = run_trial(sweep_dir, number)
-                        code = 0
-                    except Exception as exc:  # a failed trial is recorded, the sweep goes on
-                        result, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
-                elif proc.poll() is None:
+            finished, running = studies.counted(study)
+            busy = pool.busy() if pool else 0
+            if pool is None or busy < pool.size:
+                if finished + running < settings.trials:
+                    trial = study.ask(distributions)
+                    trial.set_user_attr(studies.OWNER, me)
+                    trial.set_user_attr(studies.ALIVE, time.time())
+                    emit("trial", {"number": trial.number, "params": trial.params})
+                    if pool is None:
+                        began = time.time()
+                        try:
+                            result, code = run_trial(sweep_dir, trial.number, cache=cache, sent=began), 0
+                        except Exception as exc:  # a failed trial is recorded, the sweep goes on
+                            result, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
+                        _tell(study, trial.number, sweep_dir, code, result, time.time() - began, full_seconds, settings, emit)
+                    else:
+                        pool.start(trial.number)
                     continue
-                else:
-                    code, result = proc.returncode, None
-                del running[number]
-                _tell(study, trial, sweep_dir, code, result, time.perf_counter() - t0, full_seconds, settings, optuna)
-                emit("trial_end", {"number": number, "state": study.get_trials(deepcopy=False)[number].state.name})
-            if running:
-                time.sleep(0.2)  # poll the trial processes
+                if running == 0 and busy == 0:
+                    return  # the study has its trials, and nothing runs anywhere
+            for end in pool.wait(1.0) if pool else []:
+                _tell(study, end.number, sweep_dir, end.code, end.reply, end.seconds, full_seconds, settings, emit)
+            if pool is None and running:
+                time.sleep(1.0)  # in-process mode waiting on other machines' trials
+            if time.time() - tended > TEND_EVERY:
+                studies.tend(study, pool.running() if pool else [], me, settings.stale_seconds)
+                tended = time.time()
     except BaseException:
-        for _, proc, _ in running.values():
-            if proc is not None and proc.poll() is None:
-                proc.terminate()  # SIGTERM: the trial finishes its step and keeps what it did
-        for _, proc, _ in running.values():
-            if proc is not None:
-                proc.wait()
+        if pool is not None:  # SIGTERM to the workers: each finishes its step and keeps what it did
+            for end in pool.stop():
+                _tell(study, end.number, sweep_dir, end.code or 143, end.reply, end.seconds, full_seconds, settings, emit)
         raise
 
 
@@ -405,56 +344,75 @@ def _gpu_count() -> int:
         return 0
 
 
-def _tell(study: Any, trial: Any, sweep_dir: Path, code: int, result: dict[str, Any] | None, seconds: float,
-          full_seconds: float, settings: SweepSettings, optuna: Any) -> None:
-    path = sweep_dir / f"trial-{trial.number}" / "trial.json"
-    if result is None and code == 0 and path.exists():
-        result = read_json(path)
+def _tell(study: Any, number: int, sweep_dir: Path, code: int, reply: dict[str, Any] | None, seconds: float,
+          full_seconds: float, settings: SweepSettings, emit: Any) -> None:
+    """Tell the study how trial ``number`` ended, with what the summary needs as its attributes (every machine
+    summarises from the study, so its trial folders need not be shared)."""
+    optuna = studies.optuna_module()
+    try:
+        _record(study, studies.live_trial(study, number), sweep_dir, code, reply, seconds, full_seconds, settings, optuna)
+    except optuna.exceptions.UpdateFinishedTrialError:  # another machine took it as stale and queued it again
+        emit("warning", {"message": f"trial {number} was taken over by another machine (silent over "
+                                    f"{settings.stale_seconds:g} s); its result here is kept in {sweep_dir}/trial-{number}"})
+    emit("trial_end", {"number": number, "state": study.get_trials(deepcopy=False)[number].state.name})
+
+
+def _record(study: Any, trial: Any, sweep_dir: Path, code: int, reply: dict[str, Any] | None, seconds: float,
+            full_seconds: float, settings: SweepSettings, optuna: Any) -> None:
+    number = trial.number
+    path = sweep_dir / f"trial-{number}" / "trial.json"
+    result = read_json(path) if code == 0 and path.exists() else None
     trial.set_user_attr("process_seconds", seconds)
+    if reply and reply.get("startup_seconds") is not None:
+        trial.set_user_attr("startup_seconds", reply["startup_seconds"])
     if code != 0 or not result or "state" not in result:
-        err = sweep_dir / f"trial-{trial.number}" / "stderr.txt"
+        err = sweep_dir / f"trial-{number}" / "stderr.txt"
         tail = err.read_text(errors="replace").strip().splitlines()[-3:] if err.exists() else []
-        reason = (result or {}).get("error") or (" | ".join(tail) if tail else f"exit code {code}")
-        trial.set_user_attr("error", reason[-500:])
+        reason = (reply or {}).get("error") or (" | ".join(tail) if tail else f"exit code {code}")
+        if reply is None and code not in (0, 130, 143):
+            reason = f"exit code {code}: {reason}" if tail else reason
         if code in (130, 143):
-            trial.set_user_attr("interrupted", True)
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
-        return
-    value = (result["final"] or {}).get(result["metric"])
-    trial.set_user_attr("train_seconds", result["train_seconds"])
-    trial.set_user_attr("time_ratio", result["train_seconds"] / full_seconds if full_seconds else None)
-    if result["state"] == "pruned":
-        trial.set_user_attr("pruned_at_raw_batch", result["pruned_at_raw_batch"])
-        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
-    elif value is None or not math.isfinite(value):
-        trial.set_user_attr("error", "no final metric")
-        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            studies.requeue(study, trial, f"interrupted: {reason}")
+        else:
+            trial.set_user_attr("error", reason[-500:])
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
     else:
-        study.tell(trial, [value, result["train_seconds"]] if settings.mode == "pareto" else value)
+        value = (result["final"] or {}).get(result["metric"])
+        for k in ("train_seconds", "kept", "curve", "pruned_at_raw_batch"):
+            if result.get(k) is not None:
+                trial.set_user_attr(k, result[k])
+        trial.set_user_attr("value", value)
+        trial.set_user_attr("time_ratio", result["train_seconds"] / full_seconds if full_seconds else None)
+        if result["state"] == "pruned":
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif value is None or not math.isfinite(value):
+            trial.set_user_attr("error", "no final metric")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            study.tell(trial, [value, result["train_seconds"]] if settings.mode == "pareto" else value)
 
 
 # -- the answer -----------------------------------------------------------------------------------------
-def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: dict[str, Any], seconds: float,
-                    optuna: Any) -> dict[str, Any]:
-    """Rows for every trial, the non-dominated ones, the frontier and the cheapest point reaching the target."""
-    from siftcli.config import load_recipe
-
+def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: dict[str, Any],
+                    seconds: float) -> dict[str, Any]:
+    """Rows for every trial, the non-dominated ones, the frontier and the cheapest point reaching the target: all from
+    the study, so every machine working on it gives the same answer (``sweep_seconds`` is this machine's)."""
+    optuna = studies.optuna_module()
     recipe = load_recipe(sweep_dir / "recipe.yaml")
     full = next(p for p in frontier["points"] if p["fraction"] == 1.0)
     target = target_for(full, recipe.eval.target_drop)
     higher = full["higher_is_better"]
     rows = []
     for t in study.get_trials(deepcopy=False):
-        if t.user_attrs.get("interrupted") and t.state != optuna.trial.TrialState.COMPLETE:
+        if t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING) or t.user_attrs.get(studies.INTERRUPTED):
             continue
-        path = sweep_dir / f"trial-{t.number}" / "trial.json"
-        detail = read_json(path) if path.exists() else {}
-        run = {"metric": full["metric"], "higher_is_better": higher, "curve": detail.get("curve", [])}
-        rows.append({"number": t.number, "state": t.state.name.lower(), "params": t.params,
-                     "value": (detail.get("final") or {}).get(full["metric"]), "train_seconds": t.user_attrs.get("train_seconds"),
-                     "time_ratio": t.user_attrs.get("time_ratio"), "time_to_target": time_to_target(run, target),
-                     "pruned_at_raw_batch": t.user_attrs.get("pruned_at_raw_batch"), "error": t.user_attrs.get("error"),
-                     "process_seconds": t.user_attrs.get("process_seconds"), "kept": detail.get("kept")})
+        a = t.user_attrs
+        run = {"metric": full["metric"], "higher_is_better": higher, "curve": a.get("curve", [])}
+        rows.append({"number": t.number, "state": t.state.name.lower(), "params": t.params, "value": a.get("value"),
+                     "train_seconds": a.get("train_seconds"), "time_ratio": a.get("time_ratio"),
+                     "time_to_target": time_to_target(run, target), "pruned_at_raw_batch": a.get("pruned_at_raw_batch"),
+                     "error": a.get("error"), "process_seconds": a.get("process_seconds"),
+                     "startup_seconds": a.get("startup_seconds"), "kept": a.get("kept"), "owner": a.get(studies.OWNER)})
     complete = [r for r in rows if r["state"] == "complete"]
     front = non_dominated(complete, higher)
     points = [{"kind": "baseline", "fraction": p["fraction"], "value": (p["final"] or {}).get(p["metric"]),
@@ -464,12 +422,16 @@ def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, fronti
     reached = [c for c in candidates if c["value"] is not None and target is not None
                and (c["value"] >= target - 1e-12 if higher else c["value"] <= target + 1e-12)]
     best = min(reached, key=lambda c: c["train_seconds"]) if reached else None
+    startups = sorted(r["startup_seconds"] for r in rows if r["startup_seconds"] is not None)
     return {"status": "completed", "mode": settings.mode, "space": settings.space, "grid": settings.grid,
             "metric": full["metric"], "higher_is_better": higher, "target": target, "target_drop": recipe.eval.target_drop,
             "trials": rows, "front": [r["number"] for r in front], "frontier": points, "recommendation": _advice(best, full),
             "counts": {s: sum(1 for r in rows if r["state"] == s) for s in ("complete", "pruned", "fail")},
-            "trial_process_seconds": sum(r["process_seconds"] or 0 for r in rows), "sweep_seconds": seconds,
-            "storage": settings.storage or str(sweep_dir / "optuna.journal"), "study": settings.study}
+            "trial_process_seconds": sum(r["process_seconds"] or 0 for r in rows),
+            "startup_seconds": {"median": startups[len(startups) // 2] if startups else None,
+                                "max": startups[-1] if startups else None},
+            "sweep_seconds": seconds, "storage": settings.storage or str(sweep_dir / "optuna.journal"),
+            "study": settings.study}
 
 
 def non_dominated(rows: list[dict[str, Any]], higher: bool) -> list[dict[str, Any]]:
@@ -495,7 +457,3 @@ def _advice(best: dict[str, Any] | None, full: dict[str, Any]) -> dict[str, Any]
     return {"kind": "trial", "number": best["number"], "params": best["params"], "time_ratio": ratio,
             "text": f"sift with {params} (trial {best['number']}): it reached the target in {ratio:.2f}x the full baseline's "
                     f"time, cheaper than every baseline on the frontier"}
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -286,7 +286,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
         emit("eval", point)
 
     emit("start", {"arm": arm, "epochs": budget.epochs, "steps_per_epoch": len(loader), "total_raw": budget.total_raw,
-                   "max_steps": recipe.max_steps, "step": state.step})
+                   "max_steps": recipe.max_steps, "step": state.step, "recipe": recipe, "run_dir": run_dir})
     with JsonlLog(run_dir / "log.jsonl" if run_dir else None) as log, StopSignals() as stop:
         try:
             while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples):
@@ -333,12 +333,16 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             if state.last_eval_step != state.step or not state.curve:
                 evaluate_now("final")
         except KeyboardInterrupt:  # results first, then the checkpoint: a full disk cannot cost the metrics
+            if run_dir is None:  # a run inside another's preparation (a reference): the caller says what was kept
+                raise
             finish("interrupted")
             checkpoint.save(run_dir, arm, state, parts, started)
             received = [name for name in parallel.gather(stop.requested) if name]  # a signal may reach one rank only
             again = (f"siftcli train <recipe> --resume {run_dir}, launched as before (torchrun, {parallel.world()} processes)"
                      if parallel.active() else None)
-            raise RunInterrupted(str(run_dir), signal=received[0] if received else "SIGINT", resume_command=again) from None
+            stuck = reference_not_kept(recipe, sift)
+            raise RunInterrupted(str(run_dir), signal=received[0] if received else "SIGINT", resume_command=again,
+                                 resumable=not stuck, advice=stuck) from None
         except _NonFiniteLoss as exc:
             finish("failed")
             where = f"; partial results in {run_dir}" if run_dir else ""
@@ -358,6 +362,14 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     return result
 
 
+def reference_not_kept(recipe: Recipe, sift: SiftConfig | None) -> str | None:
+    """Why a run cannot resume (its reference would be trained again, on another clock), or None when it can."""
+    if sift is None or not sift.uses_reference or recipe.sift.reference.kind == "model" or recipe.sift.reference.cache:
+        return None
+    return ("with sift.reference.cache false its reference cannot be reused, so this run cannot resume: start over "
+            "with another -o folder (and the cache on, to resume next time)")
+
+
 def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log: JsonlLog, emit: Event) -> None:
     """A ``step`` line in the log every ``every`` steps (and the first); a light ``tick`` event otherwise."""
     record = {"step": state.step, "loss": loss, "raw_samples": raw, "trained_samples": state.trained}
@@ -365,7 +377,7 @@ def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log
         emit("tick", record)
         return
     record = {"event": "step", **record, "epoch": state.epoch, "lr": lr, "train_seconds": state.train_clock,
-              "kept_fraction": state.trained / max(1, raw)}
+              "kept_fraction": state.trained / max(1, raw), "phases": dict(state.phases)}
     log.write(record)
     emit("step", record)
 

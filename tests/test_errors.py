@@ -363,7 +363,7 @@ def test_a_mistyped_class_id_is_refused_naming_its_file_line(tmp_path: Path, lab
 @pytest.mark.parametrize("rows,expected", [
     (["w,0"] * 20, "training labels hold one class only ('0')"),
     ([f"w{i},{i % 2}" for i in range(20)] + ["w,"], "an empty label at line 22 of"),
-    ([json.dumps({"text": f"w{i}", "label": "pos" if i % 2 else 0}) for i in range(20)], "mixes text and numeric labels"),
+    ([json.dumps({"text": f"w{i}", "label": "pos" if i % 2 else 0}) for i in range(20)], "label 'pos' (line 2 of"),
 ])
 def test_meaningless_labels_are_refused(tmp_path: Path, rows: list[str], expected: str) -> None:
     data = tmp_path / ("d.jsonl" if rows[0].startswith("{") else "d.csv")
@@ -539,3 +539,33 @@ def test_resume_checks_what_it_continues(tmp_path: Path, text_csv: Path, monkeyp
     text_csv.write_text("\n".join(lines) + "\n")
     (out / "recipe.yaml").unlink()
     _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "no recipe.yaml in that folder")
+
+
+@pytest.mark.parametrize("where", ["training", "reference", "uncached"])
+def test_an_interrupted_reducible_run_is_told_a_next_step_that_works(tmp_path: Path, text_csv: Path, monkeypatch,
+                                                                     where: str) -> None:
+    """Whatever an interrupted run prints is followed as printed: in training with its reference cached, --resume
+    finishes it; while the reference is built, or with the reference cache off, it is told to start again in another
+    folder, and that command runs (never a loop back to --resume)."""
+    import shlex
+
+    from tests.test_cli import _interrupt_after
+
+    recipe = _recipe(tmp_path, text_csv, checkpoint_every_steps=4,
+                     **{"sift.score": "reducible", "sift.reference.cache": where != "uncached"})
+    if where == "training":  # the reference built and cached by an earlier run: the interrupt lands in training
+        assert runner.invoke(app, ["train", recipe, "-o", str(tmp_path / "warm"), "-q"]).exit_code == 0
+    out = tmp_path / "run"
+    _interrupt_after(monkeypatch, 7 if where != "reference" else 1)
+    first = runner.invoke(app, ["train", recipe, "-o", str(out), "-q"])
+    monkeypatch.undo()
+    assert first.exit_code == 130, first.output
+    assert "None" not in first.output
+    if where == "training":
+        args = shlex.split(first.output.split("continue with: ", 1)[1].strip())
+        assert args[:2] == ["siftcli", "train"]
+        again = runner.invoke(app, [*args[1:], "-q"])
+    else:
+        assert "continue with" not in first.output and "another -o folder" in first.output, first.output
+        again = runner.invoke(app, ["train", recipe, "-o", str(tmp_path / "again"), "-q"])
+    assert again.exit_code == 0, again.output

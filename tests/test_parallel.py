@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -77,7 +78,11 @@ def test_sifted_zero_run_interrupted_on_one_rank_resumes_to_the_uninterrupted_we
     assert one.returncode == 2 and "checkpointed by 2 processes and this is 1" in one.stderr
     assert len(one.stderr.strip().splitlines()) == 1
 
-    resumed = torchrun("train", recipe, "--resume", "part", "-q", cwd=tmp_path)
+    # the printed line, run as printed under the same launcher
+    printed = part.stderr.split("continue with: ", 1)[1].splitlines()[0]
+    command, launcher = printed.split(", launched as before ")
+    assert launcher == "(torchrun, 2 processes)" and shlex.split(command)[:2] == ["siftcli", "train"]
+    resumed = torchrun(*shlex.split(command)[1:], "-q", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     again = _metrics(tmp_path / "part")
     assert again["status"] == "completed" and again["optimizer_steps"] == m["optimizer_steps"]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from siftcli import sweep
+from siftcli import study as studies
+from siftcli import sweep, workers
 from siftcli.cli import app
 from siftcli.config import validate_recipe
 from siftcli.errors import RunInterrupted, SiftcliError
@@ -78,7 +79,7 @@ def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) 
     out = Path(exc.value.run_dir)
     assert "--resume" in exc.value.resume_command
     first = {n: (out / f"trial-{n}" / "trial.json").stat().st_mtime_ns for n in (0, 1)}
-    asked = sweep.open_study(SweepSettings(**json.loads((out / "sweep_settings.json").read_text())), out, recipe, 24)
+    asked = studies.open_study(SweepSettings(**json.loads((out / "sweep_settings.json").read_text())), out, False, 24)
     params_two = asked.trials[2].params
     _, result = run_sweep(None, None, resume=str(out), jobs=0)
     assert {n: (out / f"trial-{n}" / "trial.json").stat().st_mtime_ns for n in (0, 1)} == first  # not run again
@@ -90,47 +91,49 @@ def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) 
         assert not any(o["value"] < f["value"] and o["train_seconds"] < f["train_seconds"] for o in result["trials"])
 
 
-def test_sigterm_stops_the_trial_processes_and_keeps_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A scheduler's SIGTERM: the running trial process is stopped and waited for (never orphaned), the sweep's status
-    says interrupted, and the error carries SIGTERM (exit code 143)."""
+def test_sigterm_stops_the_workers_and_keeps_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduler's SIGTERM while a worker trains: the worker is stopped and waited for (never orphaned), its trial
+    is queued again, the sweep's status says interrupted, and the error carries SIGTERM (exit code 143)."""
     import os
     import signal
-    import subprocess
 
     before = signal.getsignal(signal.SIGTERM)
-    started: list[subprocess.Popen] = []
-    real_popen, real_sleep = subprocess.Popen, sweep.time.sleep
+    pools: list[workers.Pool] = []
+    real_start = workers.Pool.start
 
-    def popen(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        started.append(real_popen(*args, **kwargs))
-        return started[-1]
+    def start(self: workers.Pool, number: int) -> None:
+        real_start(self, number)
+        pools.append(self)
+        os.kill(os.getpid(), signal.SIGTERM)  # the scheduler stops the sweep once a worker has its trial
 
-    def sleep(seconds: float) -> None:  # the parent polls its running trials: the scheduler stops it then
-        os.kill(os.getpid(), signal.SIGTERM)
-        real_sleep(seconds)
-
-    monkeypatch.setattr(sweep.subprocess, "Popen", popen)
-    monkeypatch.setattr(sweep.time, "sleep", sleep)
+    monkeypatch.setattr(workers.Pool, "start", start)
     recipe = _regression(tmp_path, epochs=1)
     space, grid = parse_space(recipe, betas="1,2", beta_range=None, params=None)
     with pytest.raises(RunInterrupted) as exc:
         run_sweep(recipe, SweepSettings(space=space, grid=grid, frontier=[1.0]), output=str(tmp_path / "s"), jobs=1)
     assert exc.value.signal == "SIGTERM" and exc.value.exit_code == 143
-    assert started and all(p.poll() is not None for p in started)  # stopped and reaped, not left running
+    assert pools and not pools[0].workers  # stopped and reaped, not left running
     assert json.loads((tmp_path / "s" / "sweep.json").read_text())["status"] == "interrupted"
     assert signal.getsignal(signal.SIGTERM) is before  # the caller's handler is back
+    monkeypatch.undo()
+    _, result = run_sweep(None, None, resume=str(tmp_path / "s"), jobs=1)
+    assert result["counts"]["complete"] == 2 and sorted(t["params"]["beta"] for t in result["trials"]) == [1, 2]
 
 
-def test_a_crashed_trial_process_is_failed_and_the_sweep_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    crash_first = ("import runpy, sys; sys.argv = ['siftcli.sweep'] + sys.argv[1:]; "
-                   "sys.exit(3) if sys.argv[2] == '0' else runpy.run_module('siftcli.sweep', run_name='__main__')")
-    monkeypatch.setattr(sweep, "TRIAL_COMMAND", [sys.executable, "-c", crash_first])
+def test_a_crashed_worker_fails_its_trial_and_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first worker dies inside trial 0 (exit code 3, as a segfault or the OOM killer would end it); the trial
+    is failed with that, a new worker trains trial 1, and the sweep ends normally."""
+    crash_on_zero = ("import itertools, json, sys; from pathlib import Path; from siftcli import workers; "
+                     "line = sys.stdin.readline(); sys.exit(3) if json.loads(line)['number'] == 0 else "
+                     "sys.exit(workers.serve(Path(sys.argv[1]), itertools.chain([line], sys.stdin), sys.stdout))")
+    monkeypatch.setattr(workers, "WORKER_COMMAND", [sys.executable, "-c", crash_on_zero])
     recipe = _regression(tmp_path, epochs=1)
     space, grid = parse_space(recipe, betas="1,2", beta_range=None, params=None)
     _, result = run_sweep(recipe, SweepSettings(space=space, grid=grid, frontier=[1.0]), output=str(tmp_path / "s"), jobs=1)
     states = {t["number"]: t["state"] for t in result["trials"]}
-    assert states == {0: "fail", 1: "complete"}  # a real trial process after the crashed one
+    assert states == {0: "fail", 1: "complete"}  # a real worker after the crashed one
     assert "exit code 3" in result["trials"][0]["error"]
+    assert len(list((tmp_path / "s" / "workers").glob("worker-*.log"))) == 2
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -152,6 +155,10 @@ def test_a_crashed_trial_process_is_failed_and_the_sweep_goes_on(tmp_path: Path,
     (["--storage", "postgresql+nosuchdriver://u@localhost/db"], "--storage 'postgresql+nosuchdriver://u@localhost/db'"),
     (["--storage", "postgresql://u@127.0.0.1:1/db"], "--storage 'postgresql://u@127.0.0.1:1/db': "),  # no driver or no server
     (["--param", "prune_fraction=0.2:1.5"], "prune_fraction=1.5 makes an invalid recipe"),
+    (["--param", "reference=cross-fit,holdout:x"], "reference='holdout:x' makes an invalid recipe"),
+    (["--param", "reference=nearest"], "reference='nearest' makes an invalid recipe"),
+    (["--study", "a:b"], "expected a name without ':'"),
+    (["--stale-seconds", "0"], "--stale-seconds must be positive"),
 ])
 def test_bad_search_space_is_one_line_and_exit_2(tiny_recipe, tmp_path: Path, args: list[str], expected: str) -> None:
     result = runner.invoke(app, ["sweep-beta", str(tiny_recipe()), *args, "-q", "-o", str(tmp_path / "s")])
@@ -178,4 +185,19 @@ def test_resume_of_a_folder_that_is_not_a_sweep_and_a_missing_optuna(tmp_path: P
     assert result.exit_code == 2 and "not a sweep folder" in result.output
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
     with pytest.raises(SiftcliError, match=r'pip install "siftcli\[sweep\]"'):
-        sweep._optuna()
+        studies.optuna_module()
+
+
+def test_the_search_space_reaches_the_reference_and_the_memory_refresh(tmp_path: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(tmp_path / "d.csv"))
+    space, _ = parse_space(recipe, betas=None, beta_range=None, params=[
+        "score=loss,reducible", "reference=cross-fit,holdout:0.2,model:builtin:minilm", "reference_epochs=0.5:2",
+        "memory_refresh=score,train", "scoring=fresh,memory"])
+    assert space["reference"]["values"] == ["cross-fit", "holdout:0.2", "model:builtin:minilm"]
+    trial = sweep.apply_params(recipe, {"score": "reducible", "reference": "holdout:0.2", "reference_epochs": 2.0,
+                                        "memory_refresh": "train", "scoring": "memory"})
+    ref = trial.sift.reference
+    assert (ref.kind, ref.holdout_fraction, ref.model, ref.epochs) == ("holdout", 0.2, None, 2.0)
+    assert trial.sift.memory_refresh == "train" and trial.sift.scoring == "memory"
+    model = sweep.apply_params(recipe, {"reference": "model:builtin:minilm"}).sift.reference
+    assert (model.kind, model.model, model.holdout_fraction) == ("model", "builtin:minilm", None)

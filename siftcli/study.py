@@ -1,0 +1,249 @@
+"""The Optuna study behind ``sweep-beta``, shared by every process and machine that works on it.
+
+A sweep may run on one machine (a journal file in its folder, the default) or on several at once (``--storage
+postgresql://… --study NAME``, the same command started on each). Everything the machines must agree on lives in
+the study, not in a folder: the recipe's hash and the search settings (a machine with others is refused), the
+baseline frontier (trained once, by whichever machine claims it first), and which machine runs which trial.
+
+Claims use what the storage does atomically: creating a study whose name is taken fails, so the frontier is owned by
+the one process that created ``NAME:frontier:G``. Liveness is a timestamp each owner refreshes on its running trials
+(and on the frontier while it trains); a trial whose owner has been silent for ``stale_seconds`` (its machine died)
+is failed and queued again with the same parameters by whichever machine notices first (the state change can
+succeed once), so no trial is lost and none runs twice at once. Timestamps are wall-clock seconds: machines with
+clocks more than a few seconds apart need a ``stale_seconds`` well above that (NTP keeps them within milliseconds).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from siftcli.errors import SiftcliError
+
+OWNER = "siftcli_owner"
+ALIVE = "siftcli_alive"
+INTERRUPTED = "interrupted"
+FRONTIER = "siftcli_frontier"
+RECIPE = "siftcli_recipe_sha256"
+SETTINGS = "siftcli_settings"
+#: The settings every machine on one study must share (the trial count is the study's, not a machine's).
+SHARED = ("mode", "trials", "space", "grid", "frontier", "max_time_ratio", "prune", "seed")
+
+
+def optuna_module() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise SiftcliError('sweep-beta needs Optuna: pip install "siftcli[sweep]"') from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def owner_of(sweep_dir: Path) -> str:
+    """This machine and sweep folder: a resumed folder owns the trials it left running."""
+    return f"{socket.gethostname()}:{Path(sweep_dir).resolve()}"
+
+
+def storage_for(url: str, sweep_dir: Path) -> Any:
+    optuna_module()
+    if url:
+        return url
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    return JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
+
+
+def check_storage(url: str) -> None:
+    """Open the storage before anything trains: the URL parses, its driver is installed, the server answers or the
+    file's folder exists; an in-memory database (which trial processes cannot share) is refused."""
+    if not url:
+        return
+    if "://" not in url:
+        raise SiftcliError(f"--storage {url!r}: expected an Optuna storage URL such as sqlite:///sweep.db "
+                           "(leave it out for a journal file in the sweep folder)")
+    try:
+        from sqlalchemy.engine import make_url
+
+        parsed = make_url(url)
+    except Exception as exc:
+        raise SiftcliError(f"--storage {url!r}: not a database URL ({str(exc).splitlines()[0][:120]})") from None
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database in (None, "", ":memory:"):
+            raise SiftcliError(f"--storage {url!r}: an in-memory database lives in one process and the trials run in "
+                               "others; use a file, sqlite:///sweep.db")
+        folder = Path(parsed.database).expanduser().resolve().parent
+        if not folder.is_dir():
+            raise SiftcliError(f"--storage {url!r}: folder {folder} does not exist")
+    optuna = optuna_module()
+    try:
+        _create_tables(optuna, url)
+    except ImportError as exc:
+        raise SiftcliError(f"--storage {url!r}: the database driver is not installed ({exc}); e.g. "
+                           "pip install 'psycopg[binary]' for postgresql://, pymysql for mysql+pymysql://") from None
+    except Exception as exc:  # OperationalError and friends: no server, wrong password, no such database
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+        raise SiftcliError(f"--storage {url!r}: cannot open it ({exc.__class__.__name__}: {first})") from None
+
+
+def _create_tables(optuna: Any, url: str, attempts: int = 5) -> None:
+    """Optuna's tables, created by the first machine to connect. Machines started together race to create them, and
+    on PostgreSQL the loser's CREATE fails on a catalog constraint; by the next attempt the tables exist."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(attempts):
+        try:
+            optuna.storages.RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
+            return
+        except (IntegrityError, ProgrammingError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5 * (attempt + 1))  # the winner's transaction commits meanwhile
+
+
+def open_study(settings: Any, sweep_dir: Path, higher: bool, max_resource: int | None) -> Any:
+    """The study (created by the first machine, loaded by the rest). ``max_resource`` None: no pruner yet (the
+    frontier, which sets it, is not known)."""
+    optuna = optuna_module()
+    constraints = None
+    if settings.mode == "budget" and settings.max_time_ratio is not None:
+        limit = settings.max_time_ratio
+        constraints = lambda t: [t.user_attrs.get("time_ratio", 0.0) - limit]  # noqa: E731  (<= 0: feasible)
+    # one seed per machine on a shared storage: samplers seeded alike propose the same parameters on every machine
+    # (measured: two machines' first trials were the same beta); one machine keeps the recipe's seed, reproducibly
+    seed = settings.seed if not settings.storage else (settings.seed + zlib.crc32(owner_of(sweep_dir).encode())) % 2**31
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(5, max(1, settings.trials // 3)),
+                                         constraints_func=constraints)
+    if max_resource is None or settings.mode != "budget" or not settings.prune:
+        pruner = optuna.pruners.NopPruner()
+    else:  # Hyperband over raw batches consumed (comparable across keep rates), from a ninth of the run to all of it
+        pruner = optuna.pruners.HyperbandPruner(min_resource=max(1, max_resource // 9), max_resource=max_resource,
+                                                reduction_factor=3)
+    kwargs: dict[str, Any] = {"directions": ["maximize" if higher else "minimize", "minimize"]} if settings.mode == "pareto" \
+        else {"direction": "maximize" if higher else "minimize"}
+    return optuna.create_study(storage=storage_for(settings.storage, sweep_dir), study_name=settings.study, sampler=sampler,
+                               pruner=pruner, load_if_exists=True, **kwargs)
+
+
+def join(study: Any, recipe_sha256: str, shared: dict[str, Any]) -> bool:
+    """Record this study's recipe and settings, or check that a machine joining it uses the same ones. True for the
+    one process that started the study (it queues the grid), decided by who created ``NAME:founder`` first."""
+    optuna = optuna_module()
+    try:
+        optuna.create_study(storage=study._storage, study_name=f"{study.study_name}:founder")
+        founder = True
+    except optuna.exceptions.DuplicatedStudyError:
+        founder = False
+    if founder:
+        study.set_user_attr(SETTINGS, shared)
+        study.set_user_attr(RECIPE, recipe_sha256)
+        return True
+    attrs = study.user_attrs
+    if RECIPE not in attrs:  # the founder is writing them this moment
+        time.sleep(1.0)
+        attrs = study.user_attrs
+    if attrs.get(RECIPE, recipe_sha256) != recipe_sha256:
+        raise SiftcliError(f"--study {study.study_name}: this study was started with another recipe; give the same recipe "
+                           "on every machine, or another --study name")
+    differ = [k for k in SHARED if k in attrs.get(SETTINGS, shared) and attrs.get(SETTINGS, shared).get(k) != shared.get(k)]
+    if differ:
+        raise SiftcliError(f"--study {study.study_name}: this study was started with other settings ({', '.join(differ)}); "
+                           "give the same options on every machine, or another --study name")
+    return False
+
+
+def shared_frontier(study: Any, me: str, stale_seconds: float,
+                    train: Callable[[dict[str, Any], Callable[[dict[str, Any]], None]], dict],
+                    on_wait: Callable[[str], None]) -> dict[str, Any]:
+    """The study's baseline frontier: read when another process finished it, trained here when this process claims
+    it (``train(done_so_far, publish)``), waited for while a live one trains it, taken over when its owner falls
+    silent or is this very folder, resumed (its finished points are kept)."""
+    optuna = optuna_module()
+    generation, waited_since, told = 0, time.time(), False
+    while True:
+        attrs = study.user_attrs
+        held = attrs.get(FRONTIER) or {}
+        if held.get("complete"):
+            return held
+        try:
+            optuna.create_study(storage=study._storage, study_name=f"{study.study_name}:frontier:{generation}")
+        except optuna.exceptions.DuplicatedStudyError:
+            alive = attrs.get(ALIVE, waited_since)
+            if attrs.get(OWNER) == me or time.time() - alive > stale_seconds:  # its owner is gone: claim the next one
+                generation, waited_since = generation + 1, time.time()
+                continue
+            if not told:
+                on_wait(f"waiting for the baseline frontier another machine is training for study {study.study_name}")
+                told = True
+            time.sleep(2.0)  # polling the shared store: another machine's progress has no other signal
+            continue
+
+        def publish(done: dict[str, Any]) -> None:
+            study.set_user_attr(FRONTIER, done)
+            study.set_user_attr(OWNER, me)
+            study.set_user_attr(ALIVE, time.time())
+
+        publish({**held, "complete": False})
+        done = train(held, publish)
+        publish({**done, "complete": True})
+        return {**done, "complete": True}
+
+
+def live_trial(study: Any, number: int) -> Any:
+    """The one place the sweep reaches past Optuna's public API: a live :class:`optuna.trial.Trial` for a trial number
+    (the parent created the trial with ``ask``; its worker reports to it and asks whether to prune). Optuna has no
+    public lookup from number to a live trial; ``Trial(study, trial_id)`` is how its own ``ask`` builds one."""
+    optuna = optuna_module()
+    frozen = study.get_trials(deepcopy=False)[number]
+    return optuna.trial.Trial(study, frozen._trial_id)
+
+
+def counted(study: Any) -> tuple[int, int]:
+    """(finished, running) trials of the whole study; interrupted ones were queued again and count once, as that."""
+    optuna = optuna_module()
+    states = optuna.trial.TrialState
+    finished = running = 0
+    for t in study.get_trials(deepcopy=False, states=(states.COMPLETE, states.PRUNED, states.FAIL, states.RUNNING)):
+        if t.state == states.RUNNING:
+            running += 1
+        elif not t.user_attrs.get(INTERRUPTED):
+            finished += 1
+    return finished, running
+
+
+def requeue(study: Any, trial: Any, reason: str) -> None:
+    """Fail a running trial as interrupted and queue its parameters again; only the process whose state change
+    succeeded queues them (so two machines noticing one dead owner queue it once)."""
+    optuna = optuna_module()
+    storage = study._storage
+    try:  # marked first: a finished trial takes no more attributes
+        storage.set_trial_user_attr(trial._trial_id, INTERRUPTED, True)
+        storage.set_trial_user_attr(trial._trial_id, "error", reason)
+        if not storage.set_trial_state_values(trial._trial_id, state=optuna.trial.TrialState.FAIL):
+            return
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return
+    study.enqueue_trial(trial.params, skip_if_exists=False)
+
+
+def tend(study: Any, mine: list[int], me: str, stale_seconds: float, resumed: bool = False) -> None:
+    """Refresh the liveness of this process's running trials; fail and queue again those whose owner went silent
+    (and, on ``resumed``, the ones this folder left running when it was killed)."""
+    optuna = optuna_module()
+    now = time.time()
+    storage = study._storage
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        owner = t.user_attrs.get(OWNER)
+        if t.number in mine:
+            storage.set_trial_user_attr(t._trial_id, ALIVE, now)
+        elif owner == me and resumed:
+            requeue(study, t, "interrupted: its sweep was stopped")
+        else:
+            alive = t.user_attrs.get(ALIVE)
+            if alive is None:  # asked this moment, its owner not yet written
+                alive = t.datetime_start.timestamp() if t.datetime_start else now
+            if now - alive > stale_seconds:
+                requeue(study, t, f"its owner {owner or 'unknown'} fell silent for {stale_seconds:g} s")

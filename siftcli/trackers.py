@@ -1,0 +1,279 @@
+"""``report_to``: every run (and every arm of a comparison) also logged where users already look: TensorBoard,
+MLflow, Weights & Biases or trackio, as the Hugging Face Trainer spells them.
+
+The trackers listen to the training loop's events, so the loop knows nothing of them. An arm is a run; a comparison
+groups its arms (TensorBoard: one log folder per arm under the comparison's; MLflow: nested runs under a parent run;
+W&B and trackio: a group) and adds a ``comparison`` record with the verdict, ``compare.json``, the plots and
+``report.html``. Logged per run: the flattened recipe as parameters; over optimizer steps the training loss, the
+kept fraction, the learning rate and the cumulative seconds of each phase; every evaluation metric; the final
+summary; the run's ``metrics.json`` and ``log.jsonl``.
+
+A tracker is a guest: a missing extra, or one that fails mid-run (a full disk, a server gone), is one warning line
+and that tracker stops; the run goes on and its own files are complete. Trackers write only to stderr, so ``--json``
+stays one document. Where they write: TensorBoard under the run folder (``tensorboard/``); MLflow at
+``MLFLOW_TRACKING_URI`` (its default otherwise); W&B as its ``WANDB_*`` variables say (``WANDB_MODE=offline``
+for a local run folder); trackio at ``TRACKIO_DIR``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+#: Each tracker and the package its extra installs.
+TRACKERS = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb", "trackio": "trackio"}
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """``{"sift": {"beta": 1}}`` as ``{"sift.beta": 1}``; lists as text (trackers take scalars)."""
+    if hasattr(tree, "model_dump"):
+        tree = tree.model_dump(mode="json")
+    out: dict[str, Any] = {}
+    for key, value in (tree or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value if isinstance(value, (int, float, str, bool)) else str(value)
+    return out
+
+
+def _numbers(values: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and math.isfinite(v)}
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """A tracker's own chatter goes to stderr: stdout belongs to ``--json``."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
+class _TensorBoard:
+    def __init__(self, folder: Path, project: str, group: str | None) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self._writer_type, self.root = SummaryWriter, folder / "tensorboard"
+        self.writer: Any = None
+
+    def start(self, name: str, params: dict[str, Any]) -> None:
+        self.writer = self._writer_type(log_dir=str(self.root / name.replace(" ", "-")))
+        self.writer.add_text("recipe", "\n".join(f"    {k}: {v}" for k, v in params.items()))
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        for k, v in values.items():
+            self.writer.add_scalar(k, v, step)
+
+    def end(self, summary: dict[str, float], files: list[Path], status: str) -> None:
+        for k, v in summary.items():
+            self.writer.add_scalar(f"summary/{k}", v, 0)
+        self._files(files)
+        self.writer.add_text("status", status)
+        self.writer.close()
+
+    def _files(self, files: list[Path]) -> None:
+        for f in files:
+            if f.suffix == ".png":
+                import numpy as np
+                from PIL import Image
+
+                self.writer.add_image(f"plots/{f.stem}", np.asarray(Image.open(f).convert("RGB")), 0, dataformats="HWC")
+            elif f.suffix == ".json":
+                self.writer.add_text(f"files/{f.name}", "    " + f.read_text().replace("\n", "\n    "))
+
+    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)})
+        self.end(_numbers(summary), files, "completed")
+
+
+class _MLflow:
+    def __init__(self, folder: Path, project: str, group: str | None) -> None:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.client = MlflowClient(mlflow.get_tracking_uri())
+        found = self.client.get_experiment_by_name(project)
+        self.experiment = found.experiment_id if found else self.client.create_experiment(project)
+        self.parent = self.client.create_run(self.experiment, run_name=group).info.run_id if group else None
+        self.run_id: str | None = None
+
+    def start(self, name: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        tags = {"mlflow.parentRunId": self.parent} if self.parent else {}
+        self.run_id = self.client.create_run(self.experiment, run_name=name, tags=tags).info.run_id
+        items = [Param(k, str(v)[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):  # MLflow takes 100 parameters per call
+            self.client.log_batch(self.run_id, params=items[i:i + 100])
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in values.items()])
+
+    def end(self, summary: dict[str, float], files: list[Path], status: str, run_id: str | None = None) -> None:
+        run_id = run_id or self.run_id
+        for k, v in summary.items():
+            self.client.log_metric(run_id, f"summary/{k}", v)
+        for f in files:
+            self.client.log_artifact(run_id, str(f))
+        self.client.set_terminated(run_id, {"completed": "FINISHED", "interrupted": "KILLED"}.get(status, "FAILED"))
+
+    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+        if self.parent is None:
+            return
+        self.client.set_tag(self.parent, "verdict", str(summary.get("verdict", ""))[:5000])
+        self.end(_numbers(summary), files, "completed", run_id=self.parent)
+
+
+class _WandB:
+    def __init__(self, folder: Path, project: str, group: str | None) -> None:
+        import wandb
+
+        self.wandb, self.folder, self.project, self.group_name = wandb, folder, project, group
+        self.run: Any = None
+
+    def start(self, name: str, params: dict[str, Any], job_type: str = "train") -> None:
+        with _quiet():
+            self.run = self.wandb.init(project=self.project, group=self.group_name, name=name, config=params,
+                                       dir=str(self.folder), job_type=job_type, reinit="create_new")
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        self.run.log(values, step=step)
+
+    def end(self, summary: dict[str, float], files: list[Path], status: str) -> None:
+        self.run.summary.update(summary)
+        for f in files:
+            self.run.save(str(f), base_path=str(f.parent), policy="now")
+        with _quiet():
+            self.run.finish(exit_code=0 if status == "completed" else 1)
+
+    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)}, job_type="comparison")
+        self.end(_numbers(summary), files, "completed")
+
+
+class _Trackio:
+    def __init__(self, folder: Path, project: str, group: str | None) -> None:
+        import trackio
+
+        self.trackio, self.project, self.group_name = trackio, project, group
+
+    def start(self, name: str, params: dict[str, Any]) -> None:
+        with _quiet():
+            self.trackio.init(project=self.project, name=name, group=self.group_name, config=params,
+                              auto_log_cpu=False, auto_log_gpu=False)
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        with _quiet():
+            self.trackio.log(values, step=step)
+
+    def end(self, summary: dict[str, float], files: list[Path], status: str) -> None:
+        with _quiet():
+            if summary:
+                self.trackio.log({f"summary/{k}": v for k, v in summary.items()})
+            for f in files:
+                self.trackio.log_artifact(str(f), name=f"{f.parent.name}-{f.name}".replace(" ", "-"))
+            self.trackio.finish()
+
+    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)})
+        self.end(_numbers(summary), files, "completed")
+
+
+BACKENDS = {"tensorboard": _TensorBoard, "mlflow": _MLflow, "wandb": _WandB, "trackio": _Trackio}
+
+
+class Trackers:
+    """The trackers of one run or comparison, fed by training events (:meth:`wrap`); each call guarded."""
+
+    def __init__(self, names: list[str], folder: Path, project: str, *, group: str | None = None, seeds: int = 1,
+                 warn: Callable[[str], None] | None = None) -> None:
+        self.warn = warn or (lambda message: None)
+        self.seeds, self.active, self.backends = seeds, False, {}
+        self._run_dir: Path | None = None
+        for name in names:
+            if importlib.util.find_spec(TRACKERS[name]) is None:
+                self.warn(f"report_to {name}: not installed (pip install 'siftcli[{name}]'); the run goes on without it")
+                continue
+            self._guard(name, lambda n=name: self.backends.__setitem__(n, BACKENDS[n](folder, project, group)))
+
+    def _guard(self, name: str, call: Callable[[], Any]) -> None:
+        try:
+            with _quiet():
+                call()
+        except Exception as exc:  # a tracker never stops training: it stops itself
+            self.backends.pop(name, None)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            self.warn(f"report_to {name}: {type(exc).__name__}: {first}; it logs no more, the run goes on")
+
+    def _each(self, method: str, *args: Any) -> None:
+        for name, backend in list(self.backends.items()):
+            self._guard(name, lambda b=backend: getattr(b, method)(*args))
+
+    def wrap(self, on_event: Callable[[str, dict[str, Any]], None] | None) -> Callable[[str, dict[str, Any]], None]:
+        """An event function that feeds the trackers, then ``on_event``."""
+        def event(kind: str, data: dict[str, Any]) -> None:
+            if self.backends:
+                self.on_event(kind, data)
+            if on_event is not None:
+                on_event(kind, data)
+
+        return event
+
+    def on_event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "start":
+            self.close("interrupted")  # a run left open (an arm that raised) ends before the next begins
+            recipe = data.get("recipe")
+            name = str(data.get("arm", "run"))
+            if self.seeds > 1 and recipe is not None:
+                name += f" seed {recipe.seed}"
+            self._run_dir = Path(data["run_dir"]) if data.get("run_dir") else None
+            self._each("start", name, {"arm": data.get("arm"), **flatten(recipe)})
+            self.active = True
+        elif kind == "step" and self.active:
+            phases = {f"phase/{k}": v for k, v in (data.get("phases") or {}).items()}
+            self._each("log", _numbers({"train/loss": data.get("loss"), "train/kept_fraction": data.get("kept_fraction"),
+                                        "train/lr": data.get("lr"), **phases}), int(data["step"]))
+        elif kind == "eval" and self.active:
+            skip = {"step", "epoch", "train_seconds", "raw_samples", "trained_samples"}
+            self._each("log", _numbers({f"eval/{k}": v for k, v in data.items() if k not in skip}), int(data["step"]))
+        elif kind == "end" and self.active:
+            self.active = False
+            final = {f"final/{k}": v for k, v in (data.get("final") or {}).items()}
+            phases = {f"phase/{k}": v for k, v in (data.get("phases") or {}).items()}
+            summary = _numbers({**final, **phases, "train_seconds": data.get("train_seconds"),
+                                "optimizer_steps": data.get("optimizer_steps"),
+                                "kept_fraction": (data.get("keep") or {}).get("achieved")})
+            files = [f for f in (self._run_dir / "metrics.json", self._run_dir / "log.jsonl") if f.exists()] \
+                if self._run_dir else []
+            self._each("end", summary, files, str(data.get("status", "completed")))
+
+    def close(self, status: str = "interrupted") -> None:
+        """End a run still open (the run was interrupted or failed): what it logged stays, marked so."""
+        if self.active:
+            self.active = False
+            self._each("end", {}, [], status)
+
+    def finish_group(self, summary: dict[str, Any], files: list[Path]) -> None:
+        """The comparison's own record: its verdict and numbers, ``compare.json``, plots and ``report.html``."""
+        self._each("group", summary, [f for f in files if f.exists()])
+
+
+def open_trackers(recipe: Any, folder: Path, *, group: str | None = None, seeds: int = 1,
+                  on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Trackers | None:
+    """The recipe's trackers (None when it names none, and on ranks other than 0), warning through ``on_event``."""
+    from siftcli import parallel
+
+    if not recipe.report_to or not parallel.is_main():
+        return None
+    warn = (lambda message: on_event("warning", {"message": message})) if on_event else None
+    return Trackers(list(recipe.report_to), folder, recipe.name, group=group, seeds=seeds, warn=warn)

@@ -1,0 +1,140 @@
+"""One study, many machines: two sweep commands on a real PostgreSQL server (pgserver ships its binaries on PyPI)
+share the frontier and the trials, survive one of them being killed, and print the same answer."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from siftcli import study as studies
+from siftcli.errors import SiftcliError
+from siftcli.sweep import SweepSettings
+from tests.conftest import tiny_recipe_dict
+
+optuna = pytest.importorskip("optuna")
+
+
+@pytest.fixture(scope="module")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    pgserver = pytest.importorskip("pgserver")
+    pytest.importorskip("psycopg")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+
+
+def _recipe(tmp_path: Path) -> Path:
+    data = tmp_path / "reg.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{'good ' * (i % 4)}x", "score": float(i % 4)}) + "\n" for i in range(96)))
+    path = tmp_path / "recipe.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(data, task="regression", loss="mse", **{
+        "epochs": 2, "data.label_column": "score", "eval.every_steps": 2, "sift.sift_delay": 0})))
+    return path
+
+
+def _sweep(*args: str) -> subprocess.Popen:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    return subprocess.Popen([sys.executable, "-m", "siftcli", "sweep-beta", *args, "--json", "-q"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _trials(url: str, name: str) -> list:
+    try:
+        return optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    except KeyError:  # not created yet
+        return []
+
+
+@pytest.mark.slow
+def test_two_machines_share_one_postgresql_study_and_one_survives_being_killed(postgres_url: str, tmp_path: Path) -> None:
+    recipe = _recipe(tmp_path)
+    betas = [0.5, 1, 2, 4, 8, 16]
+    common = [str(recipe), "--betas", ",".join(map(str, betas)), "--frontier", "0.5,1", "--storage", postgres_url,
+              "--study", "shared", "--stale-seconds", "15"]
+    a, b = tmp_path / "a", tmp_path / "b"
+    first = _sweep(*common, "-o", str(a))
+    second = _sweep(*common, "-o", str(b))
+    # machine a is killed outright (SIGKILL: no chance to tidy up) while it trains a trial of its own
+    me = studies.owner_of(a)
+    deadline = 240
+    while deadline > 0:
+        trials = _trials(postgres_url, "shared")
+        mine = [t for t in trials if t.state.name == "RUNNING" and t.user_attrs.get(studies.OWNER) == me]
+        if mine and any(t.state.name == "COMPLETE" for t in trials):
+            break
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        try:
+            first.wait(timeout=0.25)  # the poll's pace, and an early end is seen at once
+        except subprocess.TimeoutExpired:
+            deadline -= 0.25
+    assert deadline > 0, "machine a never ran a trial while another was complete"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    resumed = _sweep("--resume", str(a))
+    outputs = [p.communicate(timeout=300) for p in (resumed, second)]
+    assert resumed.returncode == 0 and second.returncode == 0, outputs
+    results = [json.loads(out) for out, _ in outputs]
+    for r in results:
+        for local in ("sweep_seconds", "run_dir", "plot"):
+            r.pop(local, None)
+    assert results[0] == results[1]  # one study, one answer, whichever machine prints it
+    result = results[0]
+    ran = [t for t in result["trials"]]
+    assert sorted(t["params"]["beta"] for t in ran) == betas  # every grid point once: none lost, none twice
+    assert all(t["state"] in ("complete", "pruned") for t in ran)
+    owners = {t["owner"] for t in ran}
+    assert owners == {studies.owner_of(a), studies.owner_of(b)}  # both machines trained trials
+    for t in ran:  # each trial's record is on the machine that ran it, and only there
+        assert sum((d / f"trial-{t['number']}" / "trial.json").exists() for d in (a, b)) == 1
+    everything = _trials(postgres_url, "shared")
+    interrupted = [t for t in everything if t.user_attrs.get(studies.INTERRUPTED)]
+    assert interrupted and all(t.user_attrs[studies.OWNER] == me for t in interrupted)  # a's, run again
+    # the frontier was trained once: by one machine, read by the other
+    assert sum((d / "baseline-1").exists() for d in (a, b)) == 1
+    assert json.loads((a / "frontier.json").read_text()) == json.loads((b / "frontier.json").read_text())
+
+
+def test_a_machine_with_another_recipe_or_other_settings_is_refused(tmp_path: Path) -> None:
+    settings = SweepSettings(study="s", trials=4)
+    study = studies.open_study(settings, tmp_path, True, None)
+    assert studies.join(study, "abc", settings.shared()) is True
+    assert studies.join(study, "abc", settings.shared()) is False  # a second machine joins
+    with pytest.raises(SiftcliError, match="started with another recipe"):
+        studies.join(study, "def", settings.shared())
+    with pytest.raises(SiftcliError, match=r"other settings \(trials\)"):
+        studies.join(study, "abc", SweepSettings(study="s", trials=5).shared())
+
+
+def test_a_silent_machines_trial_is_queued_again_once(tmp_path: Path) -> None:
+    settings = SweepSettings(study="s")
+    study = studies.open_study(settings, tmp_path, True, None)
+    dist = {"beta": optuna.distributions.FloatDistribution(0.5, 4, log=True)}
+    trial = study.ask(dist)
+    trial.set_user_attr(studies.OWNER, "elsewhere:/x")
+    trial.set_user_attr(studies.ALIVE, 0.0)  # silent since 1970
+    studies.tend(study, [], "here:/y", stale_seconds=60)
+    studies.tend(study, [], "there:/z", stale_seconds=60)  # a third machine notices too: nothing more happens
+    states = [t.state.name for t in study.get_trials(deepcopy=False)]
+    assert states == ["FAIL", "WAITING"]
+    assert studies.counted(study) == (0, 0)  # the interrupted trial does not count; its copy is still to run
+    assert study.ask(dist).params == trial.params  # the next trial asked for is that copy
+
+
+def test_machines_sharing_a_storage_sample_apart_and_one_machine_reproducibly(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    dist = {"beta": optuna.distributions.FloatDistribution(0.25, 8, log=True)}
+    settings = SweepSettings(study="s", storage=url)
+    first = [studies.open_study(settings, tmp_path / m, True, None).ask(dist).params["beta"] for m in ("a", "b")]
+    assert first[0] != first[1]  # two machines' first proposals differ
+    for i in range(2):
+        (tmp_path / f"j{i}").mkdir()
+    alone = [studies.open_study(SweepSettings(study=f"j{i}"), tmp_path / f"j{i}", True, None).ask(dist).params["beta"]
+             for i in range(2)]
+    assert alone[0] == alone[1]  # a one-machine sweep's proposals follow the recipe's seed, wherever its folder is
