@@ -264,13 +264,14 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     try:
         all_runs = run_plan(recipe, chosen, seed_list, run_dir, on_event=trackers.wrap(on_event) if trackers else on_event,
                             workloads=workloads, live=finished)
-    except RunInterrupted as exc:
+    except BaseException as exc:
+        if trackers:
+            trackers.abort()  # the arm that was running and the comparison's own run end marked interrupted
+        if not isinstance(exc, RunInterrupted):
+            raise
         atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "arms": chosen,
                                                      "runs": [{a: brief(m) for a, m in r.items()} for r in finished if r]})
         raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
-    finally:
-        if trackers:
-            trackers.close()
     result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list)
     result["arms"] = chosen
     result["pilot_warning"] = warning

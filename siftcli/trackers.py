@@ -57,6 +57,8 @@ def _quiet() -> Iterator[None]:
 
 
 class _TensorBoard:
+    abort = staticmethod(lambda: None)  # nothing open between arms
+
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
@@ -127,6 +129,10 @@ class _MLflow:
             self.client.log_artifact(run_id, str(f))
         self.client.set_terminated(run_id, {"completed": "FINISHED", "interrupted": "KILLED"}.get(status, "FAILED"))
 
+    def abort(self) -> None:
+        if self.parent is not None:
+            self.client.set_terminated(self.parent, "KILLED")
+
     def group(self, summary: dict[str, Any], files: list[Path]) -> None:
         if self.parent is None:
             return
@@ -135,6 +141,8 @@ class _MLflow:
 
 
 class _WandB:
+    abort = staticmethod(lambda: None)  # a group is a label: nothing to end
+
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import wandb
 
@@ -162,6 +170,8 @@ class _WandB:
 
 
 class _Trackio:
+    abort = staticmethod(lambda: None)  # a group is a label: nothing to end
+
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import trackio
 
@@ -262,6 +272,11 @@ class Trackers:
         if self.active:
             self.active = False
             self._each("end", {}, [], status)
+
+    def abort(self) -> None:
+        """The comparison stopped: its open arm run and its own parent run (MLflow) end marked interrupted."""
+        self.close("interrupted")
+        self._each("abort")
 
     def finish_group(self, summary: dict[str, Any], files: list[Path]) -> None:
         """The comparison's own record: its verdict and numbers, ``compare.json``, plots and ``report.html``."""

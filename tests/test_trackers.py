@@ -149,3 +149,21 @@ def test_report_to_reads_as_the_trainer_spells_it(tmp_path: Path) -> None:
         parsed("comet")
     assert trackers.flatten({"sift": {"beta": 1, "reference": {"kind": "x"}}, "tags": [1, 2]}) == {
         "sift.beta": 1, "sift.reference.kind": "x", "tags": "[1, 2]"}
+
+
+def test_an_interrupted_comparison_ends_its_tracker_runs_marked_so(tiny_recipe, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from tests.test_cli import _interrupt_after
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    _interrupt_after(monkeypatch, 40)  # the baseline has 30 steps: this lands in the sifted arm
+    out = tmp_path / "cmp"
+    result = runner.invoke(app, ["compare", str(tiny_recipe()), "--quick", "-o", str(out), "-q", "--report-to", "mlflow"])
+    assert result.exit_code == 130, result.output
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = {r.info.run_name: r.info.status for r in client.search_runs([client.get_experiment_by_name("tiny").experiment_id])}
+    assert runs == {out.name: "KILLED", "baseline": "FINISHED", "sifted": "KILLED"}  # nothing left RUNNING
