@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from siftcli import parallel
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 from siftcli.runio import atomic_torch_save, atomic_write_text
 
 #: Parts each rank holds its own of (its shard's loader state); the rest are the same on every rank.
@@ -83,7 +83,7 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Any], devi
             try:
                 part.load_state_dict(saved)
             except (ValueError, RuntimeError, KeyError) as exc:
-                first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
+                first = first_line(exc)
                 raise SiftcliError(f"--resume {run_dir}: the saved {name} does not fit this run ({first})") from None
     for key, value in mine["state"].items():
         setattr(state, key, value)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 from siftcli.tasks import TASKS
 
 BUILTIN_DATA = ("builtin:vader-words",)
@@ -192,7 +192,7 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
     except SiftcliError:
         raise
     except Exception as exc:  # parser errors from pandas/pyarrow: name the file, keep one line
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        first = first_line(exc, limit=None)
         ragged = _ragged_line(Path(source).expanduser(), fmt, column_names) if fmt in ("csv", "tsv") else None
         if ragged is not None:
             line, got, expected = ragged

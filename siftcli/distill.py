@@ -15,7 +15,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor | None, temperature: float,
@@ -196,7 +196,7 @@ def load_teacher(task: str, source: str, label_names: list[str] | None, tokenize
     try:
         teacher = auto.from_pretrained(path)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise SiftcliError(f"distill.teacher: cannot load {source!r} as a {task} model ({first})") from None
     n = len(label_names or [])
     if teacher.config.num_labels != n:

@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 
+def first_line(exc: BaseException, limit: int | None = 200, empty: str | None = None) -> str:
+    """The first line of an exception's message (a library's can run to pages), or ``empty`` (default: its class
+    name) when it has none, cut to ``limit`` characters: what a one-line error quotes."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else (type(exc).__name__ if empty is None else empty)
+    return text if limit is None else text[:limit]
+
+
 class SiftcliError(Exception):
     """Bad input (recipe, data, model, device, output folder): one line, no traceback."""
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 from siftcli.tasks import TASKS
 
 
@@ -38,7 +38,7 @@ def resolve_source(source: str, key: str = "model.source") -> str:
 def _hub_error(what: str, source: str, exc: Exception, key: str) -> SiftcliError:
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     reason = "not in the local cache and HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
-    first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else exc.__class__.__name__
+    first = first_line(exc, 160)
     return SiftcliError(
         f"{key}: cannot load {what} {source!r} ({reason}: {first}); use a local folder, "
         "or set HF_HUB_OFFLINE=1 with a cached copy"
@@ -120,7 +120,7 @@ def build_model(
         raise SiftcliError(f"model.source: {source!r} cannot be used for {task}: {str(exc).splitlines()[0][:200]}") from None
     except Exception as exc:
         if Path(path).is_dir():  # a local folder: its files are at fault, not the network or the cache
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else exc.__class__.__name__
+            first = first_line(exc)
             raise SiftcliError(f"model.source: folder {source!r} cannot be loaded ({first}); "
                                "expected a model saved with save_pretrained (config.json and weights)") from None
         raise _hub_error("model", source, exc, "model.source") from None

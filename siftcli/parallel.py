@@ -110,7 +110,7 @@ def init(device_type: str) -> bool:
     import torch
     import torch.distributed as dist
 
-    from siftcli.errors import SiftcliError
+    from siftcli.errors import SiftcliError, first_line
 
     check_launch()
     if not launched() or (dist.is_available() and dist.is_initialized()):
@@ -134,7 +134,7 @@ def init(device_type: str) -> bool:
     try:
         dist.init_process_group("nccl" if device_type == "cuda" else "gloo", timeout=datetime.timedelta(seconds=timeout))
     except Exception as exc:  # DistStoreError, RuntimeError: the peers never came, or the address is wrong
-        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:160]
+        first = first_line(exc, 160)
         raise SiftcliError(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']}: the process group at "
                            f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']} did not form within {timeout:g} s "
                            f"({TIMEOUT_ENV}) ({first}); start every rank, or check the address", own=True) from None

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from siftcli import parallel
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 
 
 def _clean(obj: Any) -> Any:
@@ -64,7 +64,7 @@ def atomic_write_json(path: Path, data: Any) -> None:
 def unwritable(path: Any, exc: BaseException) -> OSError:
     """A writer's own error for a file it could not write (torch and safetensors raise RuntimeError on a full disk) as
     the OSError the CLI reports in one line, naming the file."""
-    first = (str(exc).strip().splitlines() or ["write failed"])[0][:160]
+    first = first_line(exc, 160, empty="write failed")
     return OSError(errno.EIO, f"could not be written ({first})", str(path))
 
 

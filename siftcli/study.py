@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 
 OWNER = "siftcli_owner"
 ALIVE = "siftcli_alive"
@@ -85,7 +85,7 @@ def check_storage(url: str) -> None:
         raise SiftcliError(f"--storage {url!r}: the database driver is not installed ({exc}); e.g. "
                            "pip install 'psycopg[binary]' for postgresql://, pymysql for mysql+pymysql://") from None
     except Exception as exc:  # OperationalError and friends: no server, wrong password, no such database
-        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0][:200]
+        first = first_line(exc)
         raise SiftcliError(f"--storage {url!r}: cannot open it ({exc.__class__.__name__}: {first})") from None
 
 

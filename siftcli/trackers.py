@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from siftcli.errors import first_line
+
 #: Each tracker and the package its extra installs.
 TRACKERS = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb", "trackio": "trackio"}
 
@@ -222,7 +224,7 @@ class Trackers:
                 call()
         except Exception as exc:  # a tracker never stops training: it stops itself
             self.backends.pop(name, None)
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            first = first_line(exc)
             self.warn(f"report_to {name}: {type(exc).__name__}: {first}; it logs no more, the run goes on")
 
     def _each(self, method: str, *args: Any) -> None:

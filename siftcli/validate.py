@@ -29,7 +29,7 @@ def _try_loss(spec: str, workload: object) -> str:
 
     import torch
 
-    from siftcli.errors import SiftcliError
+    from siftcli.errors import SiftcliError, first_line
 
     module = importlib.import_module(spec.partition(":")[0])
     where = getattr(module, "__file__", None) or "a built-in module"
@@ -39,7 +39,7 @@ def _try_loss(spec: str, workload: object) -> str:
         with torch.no_grad():
             out = workload.loss_fn(workload.model, batch)
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [""])[0][:160]
+        first = first_line(exc, 160, empty="")
         raise SiftcliError(f"loss: {spec} raised {exc.__class__.__name__} on a batch of 2 training samples: {first}") from None
     finally:
         workload.model.train()
