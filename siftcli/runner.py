@@ -89,8 +89,9 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     ranks_reference = cfg is not None and cfg.uses_reference
     from siftcli.train import reference_not_kept
 
-    if resume and reference_not_kept(recipe, cfg):
-        raise SiftcliError(f"--resume {resume}: {reference_not_kept(recipe, cfg)}")
+    stuck = reference_not_kept(recipe, cfg) if resume else None
+    if stuck:
+        raise SiftcliError(f"--resume {resume}: {stuck}")
     ctx = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict()))
     try:
         reference = ctx.reference("sifted", run_dir) if ranks_reference else None

@@ -51,6 +51,11 @@ def _numbers(values: dict[str, Any]) -> dict[str, float]:
             and math.isfinite(v)}
 
 
+def _phases(data: dict[str, Any]) -> dict[str, Any]:
+    """Cumulative seconds per phase, as a step record and a run's metrics both carry them."""
+    return {f"phase/{k}": v for k, v in (data.get("phases") or {}).items()}
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """A tracker's own chatter goes to stderr: stdout belongs to ``--json``."""
@@ -58,9 +63,25 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-class _TensorBoard:
-    abort = staticmethod(lambda: None)  # nothing open between arms
+class _Backend:
+    """What three of the trackers share: the comparison's record is a run of its own in the group, named
+    ``comparison``; an aborted comparison leaves nothing of theirs open (a group is a label, a log folder a folder)."""
 
+    def start(self, name: str, params: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def end(self, summary: dict[str, float], files: list[Path], status: str) -> None:
+        raise NotImplementedError
+
+    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)})
+        self.end(_numbers(summary), files, "completed")
+
+    def abort(self) -> None:
+        pass
+
+
+class _TensorBoard(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
@@ -92,12 +113,8 @@ class _TensorBoard:
             elif f.suffix == ".json":
                 self.writer.add_text(f"files/{f.name}", "    " + f.read_text().replace("\n", "\n    "))
 
-    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
-        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)})
-        self.end(_numbers(summary), files, "completed")
 
-
-class _MLflow:
+class _MLflow(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import mlflow
         from mlflow.tracking import MlflowClient
@@ -142,19 +159,18 @@ class _MLflow:
         self.end(_numbers(summary), files, "completed", run_id=self.parent)
 
 
-class _WandB:
-    abort = staticmethod(lambda: None)  # a group is a label: nothing to end
-
+class _WandB(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import wandb
 
         self.wandb, self.folder, self.project, self.group_name = wandb, folder, project, group
         self.run: Any = None
 
-    def start(self, name: str, params: dict[str, Any], job_type: str = "train") -> None:
+    def start(self, name: str, params: dict[str, Any]) -> None:
         with _quiet():
             self.run = self.wandb.init(project=self.project, group=self.group_name, name=name, config=params,
-                                       dir=str(self.folder), job_type=job_type, reinit="create_new")
+                                       dir=str(self.folder), job_type="comparison" if name == "comparison" else "train",
+                                       reinit="create_new")
 
     def log(self, values: dict[str, float], step: int) -> None:
         self.run.log(values, step=step)
@@ -166,14 +182,8 @@ class _WandB:
         with _quiet():
             self.run.finish(exit_code=0 if status == "completed" else 1)
 
-    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
-        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)}, job_type="comparison")
-        self.end(_numbers(summary), files, "completed")
 
-
-class _Trackio:
-    abort = staticmethod(lambda: None)  # a group is a label: nothing to end
-
+class _Trackio(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import trackio
 
@@ -195,10 +205,6 @@ class _Trackio:
             for f in files:
                 self.trackio.log_artifact(str(f), name=f"{f.parent.name}-{f.name}".replace(" ", "-"))
             self.trackio.finish()
-
-    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
-        self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)})
-        self.end(_numbers(summary), files, "completed")
 
 
 BACKENDS = {"tensorboard": _TensorBoard, "mlflow": _MLflow, "wandb": _WandB, "trackio": _Trackio}
@@ -252,17 +258,15 @@ class Trackers:
             self._each("start", name, {"arm": data.get("arm"), **flatten(recipe)})
             self.active = True
         elif kind == "step" and self.active:
-            phases = {f"phase/{k}": v for k, v in (data.get("phases") or {}).items()}
             self._each("log", _numbers({"train/loss": data.get("loss"), "train/kept_fraction": data.get("kept_fraction"),
-                                        "train/lr": data.get("lr"), **phases}), int(data["step"]))
+                                        "train/lr": data.get("lr"), **_phases(data)}), int(data["step"]))
         elif kind == "eval" and self.active:
             skip = {"step", "epoch", "train_seconds", "raw_samples", "trained_samples"}
             self._each("log", _numbers({f"eval/{k}": v for k, v in data.items() if k not in skip}), int(data["step"]))
         elif kind == "end" and self.active:
             self.active = False
             final = {f"final/{k}": v for k, v in (data.get("final") or {}).items()}
-            phases = {f"phase/{k}": v for k, v in (data.get("phases") or {}).items()}
-            summary = _numbers({**final, **phases, "train_seconds": data.get("train_seconds"),
+            summary = _numbers({**final, **_phases(data), "train_seconds": data.get("train_seconds"),
                                 "optimizer_steps": data.get("optimizer_steps"),
                                 "kept_fraction": (data.get("keep") or {}).get("achieved")})
             files = [f for f in (self._run_dir / "metrics.json", self._run_dir / "log.jsonl") if f.exists()] \

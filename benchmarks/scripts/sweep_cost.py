@@ -112,8 +112,8 @@ def report(results: dict[str, dict[str, Any]], argv: list[str], minutes: float) 
     budget, replay, pareto, shared = results["budget"], results["replay"], results["pareto"], results["shared"]
     frontier = budget["frontier"]
     first_warm, later_warm = _startup(budget)
-    _, later_fresh = _startup(replay)
-    first_fresh = _startup(replay)[0]
+    first_fresh, later_fresh = _startup(replay)
+    first_pareto, later_pareto = _startup(pareto)
     ratio = budget["wall_seconds"] / replay["wall_seconds"]
     median = statistics.median
     lines = [
@@ -140,8 +140,7 @@ def report(results: dict[str, dict[str, Any]], argv: list[str], minutes: float) 
         f"| replay: the same trials to the end, a fresh process each | {len(replay['trials'])} | **{replay['wall_seconds']:.0f}** | "
         f"{first_fresh or 0:.2f} | {median(later_fresh) if later_fresh else 0:.2f}, {max(later_fresh, default=0):.2f} |",
         f"| pareto: warm worker, no pruning | {len(pareto['trials'])} | {pareto['wall_seconds']:.0f} | "
-        f"{_startup(pareto)[0] or 0:.2f} | {median(_startup(pareto)[1]) if _startup(pareto)[1] else 0:.2f}, "
-        f"{max(_startup(pareto)[1], default=0):.2f} |",
+        f"{first_pareto or 0:.2f} | {median(later_pareto) if later_pareto else 0:.2f}, {max(later_pareto, default=0):.2f} |",
         "",
         f"- **budget / replay wall-clock: {ratio:.2f}** (aim: at most 0.5).",
         "",
