@@ -86,7 +86,9 @@ def load_splits(
     import datasets
 
     datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
+    # every error of a load becomes siftcli's own one line (naming the file and line): the library's logged copy of it
+    # ("Failed to read file ...") would be a second line on stderr
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     if source.startswith("builtin:"):
         if source not in BUILTIN_DATA:
             raise SiftcliError(f"data.source: unknown built-in {source!r}; known: {', '.join(BUILTIN_DATA)}")
