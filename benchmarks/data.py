@@ -25,13 +25,13 @@ def _write(path: Path, rows: list[dict[str, str]]) -> None:
     tmp.replace(path)
 
 
-def _built(folder: Path, seed: int, build: Any) -> Path:
-    """``folder`` of CSV files made once from the MR sentences: ``build(rng, shuffled MR rows)`` names them; the pool
-    is written last, so its presence means the set is complete."""
+def _built(folder: Path, seed: int, build: Any, rows: Any = None) -> Path:
+    """``folder`` of CSV files made once: ``build(rng, rows(rng))`` names them (``rows``: the shuffled MR sentences
+    unless given); the pool is written last, so its presence means the set is complete."""
     if (folder / "pool.csv").exists():
         return folder
     rng = random.Random(seed)
-    files = build(rng, _mr_rows(rng))
+    files = build(rng, (rows or _mr_rows)(rng))
     for name in sorted(files, key=lambda n: n == "pool"):
         _write(folder / f"{name}.csv", files[name])
     return folder
@@ -44,17 +44,20 @@ def relevance(in_domain: int = 900, off_target: int = 1800, holdout: int = 500, 
     def build(rng: random.Random, mr: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
         ev, hold = mr[:evaluation], mr[evaluation:evaluation + holdout]
         pool_mr = mr[evaluation + holdout:evaluation + holdout + in_domain]
-        news = []
-        with (SHARED / "ag_news" / "alps_train_subset_10k.tsv").open(encoding="utf-8") as f:
-            for row in csv.reader(f, delimiter="\t"):
-                if len(row) == 2 and row[1] in TOPIC_LABEL:
-                    news.append({"text": row[0].strip(), "label": TOPIC_LABEL[row[1]]})
+        news = [{"text": r["text"], "label": TOPIC_LABEL[r["label"]]} for r in _news("alps_train_subset_10k.tsv")]
         rng.shuffle(news)
         pool = [{**r, "domain": "mr"} for r in pool_mr] + [{**r, "domain": "agnews"} for r in news[:off_target]]
         rng.shuffle(pool)
         return {"eval": ev, "holdout": hold, "pool": pool}
 
     return _built(DATA / f"relevance-{in_domain}-{off_target}-{holdout}-{evaluation}", 20_261_123, build)
+
+
+def _news(name: str) -> list[dict[str, str]]:
+    """AG News rows of ``../shared/data/ag_news/NAME`` (text TAB topic), in file order."""
+    with (SHARED / "ag_news" / name).open(encoding="utf-8") as f:
+        return [{"text": row[0].strip(), "label": row[1]} for row in csv.reader(f, delimiter="\t")
+                if len(row) == 2 and row[1] in TOPIC_LABEL]
 
 
 def _near_copy(text: str, rng: random.Random) -> str:
@@ -95,3 +98,49 @@ def redundancy(distinct: int = 600, repeated: int = 50, copies: int = 12, evalua
         return {"eval": ev, "pool": pool}
 
     return _built(DATA / f"redundancy-{distinct}-{repeated}x{copies}-{evaluation}", 20_261_124, build)
+
+
+#: Class-dependent label noise on AG News: each topic's flipped labels all go to one other topic (the next in this
+#: order), the asymmetric "pair" noise of the noisy-label literature; a model that fits it learns a biased boundary.
+NEXT_TOPIC = {"World": "Sports", "Sports": "Business", "Business": "Sci/Tech", "Sci/Tech": "World"}
+
+
+def structured_noise(pool: int = 2000, rate: float = 0.4, holdout: int = 400, evaluation: int = 2000) -> Path:
+    """AG News topics with structured (class-dependent) label noise: a pool of ``pool`` training texts in which exactly
+    ``rate`` of each topic's texts carry the next topic's label (:data:`NEXT_TOPIC`), a clean ``holdout`` for the
+    reference (the small trusted set a careful user labels by hand), and ``evaluation`` clean test texts from AG News's
+    test split. Column ``domain`` says whether a pool row's label is ``clean`` or ``flipped``."""
+    def rows(rng: random.Random) -> list[dict[str, str]]:
+        train = _news("alps_train_subset_10k.tsv")
+        rng.shuffle(train)
+        return train
+
+    def build(rng: random.Random, train: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        test = _news("alps_test.tsv")
+        rng.shuffle(test)
+        hold, chosen = train[:holdout], train[holdout:holdout + pool]
+        out = []
+        for topic in NEXT_TOPIC:
+            mine = [r for r in chosen if r["label"] == topic]
+            flips = round(rate * len(mine))
+            out += [{"text": r["text"], "label": NEXT_TOPIC[topic], "domain": "flipped"} for r in mine[:flips]]
+            out += [{**r, "domain": "clean"} for r in mine[flips:]]
+        rng.shuffle(out)
+        return {"eval": test[:evaluation], "holdout": hold, "pool": out}
+
+    return _built(DATA / f"noise-structured-{pool}-{rate:g}-{holdout}-{evaluation}", 20_261_125, build, rows)
+
+
+def unlabeled_sst2() -> Path:
+    """SST-2's training sentences without their labels (``runs/bench-data/sst2-unlabeled/train.tsv``): the same rows in
+    the same order as ``../shared/data/sst2/train.tsv``, so a seed's ``max_train_samples`` draw picks the same sentences
+    as the labelled recipe; distillation from it has only the teacher to learn from (``distill.alpha: 1``)."""
+    out = DATA / "sst2-unlabeled" / "train.tsv"
+    if not out.exists():
+        lines = (SHARED / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()
+        text = "\n".join(line.rsplit("\t", 1)[0] for line in lines) + "\n"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    return out

@@ -71,6 +71,26 @@ ENTRIES = (
               "pool (the static filter needs one). 'target share' is the share of kept samples that are distinct "
               "sentences.",
     ),
+    Entry(
+        name="noise-structured",
+        title="Structured label noise: 40% of each AG News topic labelled as the next topic, a pretrained encoder",
+        recipe="recipes/benchmarks/noise-structured-agnews.yaml",
+        arms=("baseline", "sifted", "sifted:score=reducible,scoring=memory", "equal-time", "random-keep", "static-filter"),
+        subjects=("sifted", "sifted:score=reducible,scoring=memory"),
+        prepare=lambda: data.structured_noise(2000, 0.4, 400, 2000),
+        extra={"target_group": "clean"},
+        about="AG News topics, tested on 2,000 clean texts of AG News's test split. Pool: 2,000 training texts in which "
+              "exactly 40% of each topic's texts carry the next topic's label (World → Sports → Business → Sci/Tech → "
+              "World: class-dependent pair noise, which a model can fit into a biased boundary, unlike uniform flips). "
+              "Pretrained MiniLM cut to its first three layers, 3 epochs. The reference (the same three layers "
+              "fine-tuned 2 epochs on 400 other, clean texts: the small trusted set a careful user labels by hand; "
+              "`sift.reference.kind: holdout`) is built by the first arm that needs it, on that arm's clock, and cached. "
+              "`sifted` keeps a quarter of each raw batch by the reference's loss alone (`score: reference`: no scoring "
+              "forward; each epoch draws its own quarter); `sifted:score=reducible,scoring=memory` by learner loss "
+              "(remembered from training forwards, rescored when over an epoch old) minus reference loss. The static "
+              "filter keeps the same fraction with the lowest reference loss, chosen once. 'target share' is the share "
+              "of kept samples whose label is clean (60% of the pool).",
+    ),
     _selection("noise-agnews-20", "agnews-noise.yaml", ("data.label_noise=0.2",), "AG News, 20% flipped labels, from scratch"),
     _selection("noise-agnews-40", "agnews-noise.yaml", ("data.label_noise=0.4",), "AG News, 40% flipped labels, from scratch"),
     _selection("noise-sst2-20", "sst2-noise.yaml", ("data.label_noise=0.2",), "SST-2, 20% flipped labels, from scratch"),
@@ -95,12 +115,48 @@ ENTRIES = (
               "over an epoch old) and runs the teacher on kept samples only. Every teacher forward is on its arm's clock.",
     ),
     Entry(
+        name="distill-augmented-entropy",
+        title="Distillation where the teacher cannot be cached, ranked by the student's uncertainty (UNIXKD's signal)",
+        recipe="recipes/benchmarks/sst2-distill.yaml",
+        overrides=("data.augment.kind=mask", "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2",
+                   "sift.score=entropy", "sift.keep_fraction=0.28"),
+        arms=("baseline", "sifted", "equal-time", "random-keep"),
+        opponents=("baseline", "equal-time", "random-keep"),
+        prepare=_teacher,
+        about=_DISTILL_ARMS_ABOUT + " Inputs masked anew every epoch as in the entry above (15% of tokens, seeded), so "
+              "`distill.cache` is off. `sifted` ranks by the entropy of the student's own prediction (`score: entropy`: "
+              "no label and no teacher needed to score; a training loss is not an uncertainty, so each raw batch gets a "
+              "student forward in eval mode, on the clock) and keeps 28% of each raw batch after the first fifth "
+              "(calibrated, beta 2; 28% rather than a third so that the extra student forwards fit half the time, set "
+              "before any run); the teacher runs on kept samples only.",
+    ),
+    Entry(
+        name="distill-unlabeled",
+        title="Distillation from an unlabeled pool, inputs masked anew every epoch: the teacher is the only signal",
+        recipe="recipes/benchmarks/sst2-distill.yaml",
+        overrides=("data.source=runs/bench-data/sst2-unlabeled/train.tsv", "distill.alpha=1", "data.augment.kind=mask",
+                   "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2", "sift.score=entropy",
+                   "sift.keep_fraction=0.28"),
+        arms=("baseline", "sifted", "equal-time", "random-keep"),
+        opponents=("baseline", "equal-time", "random-keep"),
+        prepare=lambda: (_teacher(), data.unlabeled_sst2()),
+        about=_DISTILL_ARMS_ABOUT + " The training sentences carry no label (the same 4,000 per seed as the labelled "
+              "entries, their label column dropped: `benchmarks/data.py::unlabeled_sst2`), so the student learns from the "
+              "teacher alone (`distill.alpha: 1`) and is tested on 2,000 labelled dev sentences. Inputs masked anew every "
+              "epoch (15% of tokens, seeded), so `distill.cache` is off. `sifted` ranks by the entropy of the student's "
+              "own prediction (`score: entropy`, UNIXKD's signal: needs no label; a student forward in eval mode per raw "
+              "batch, on the clock), keeps 28% of each raw batch after the first fifth (calibrated, beta 2, set before "
+              "any run so that scoring plus the kept fraction fits half the time), and runs the teacher on kept samples "
+              "only.",
+    ),
+    Entry(
         name="distill",
         title="Distillation: a teacher on every arm's clock",
         recipe="recipes/benchmarks/sst2-distill.yaml",
         arms=("baseline", "sifted", "variant:distill.cache=false,sift.enabled=false", "variant:distill.cache=false",
               "equal-time", "random-keep"),
         subjects=("sifted", "variant:distill.cache=false"),
+        opponents=("baseline", "equal-time", "random-keep"),
         prepare=_teacher,
         aim_ratio=0.5,
         about=_DISTILL_ARMS_ABOUT + " `baseline` is cached distillation "

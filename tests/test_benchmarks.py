@@ -87,3 +87,34 @@ def test_unknown_entries_and_missing_results_are_one_line_and_exit_2(tmp_path: P
     assert proc.returncode == 2 and "unknown entry 'nope'; known: relevance" in proc.stderr
     listing = subprocess.run([sys.executable, "-m", "benchmarks"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert listing.returncode == 0 and "relevance" in listing.stdout and "distill" in listing.stdout
+
+
+def test_structured_noise_flips_exactly_the_rate_of_each_topic_to_the_next_and_keeps_eval_clean(tmp_path: Path,
+                                                                                                monkeypatch) -> None:
+    import csv
+
+    from benchmarks import data
+
+    (tmp_path / "ag_news").mkdir()
+    topics = list(data.NEXT_TOPIC)
+    for name, n in (("alps_train_subset_10k.tsv", 400), ("alps_test.tsv", 80)):
+        lines = [f"{name} text {i}\t{topics[i % 4]}" for i in range(n)] + ["a malformed line without a topic"]
+        (tmp_path / "ag_news" / name).write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(data, "SHARED", tmp_path)
+    monkeypatch.setattr(data, "DATA", tmp_path / "out")
+    folder = data.structured_noise(pool=200, rate=0.4, holdout=40, evaluation=60)
+    read = {f: list(csv.DictReader((folder / f"{f}.csv").open())) for f in ("pool", "holdout", "eval")}
+    truth = {f"alps_train_subset_10k.tsv text {i}": topics[i % 4] for i in range(400)}
+    assert len(read["pool"]) == 200 and len(read["holdout"]) == 40 and len(read["eval"]) == 60
+    for topic in topics:  # exactly 40% of each topic's pool texts, all to the next topic
+        mine = [r for r in read["pool"] if truth[r["text"]] == topic]
+        flipped = [r for r in mine if r["domain"] == "flipped"]
+        assert len(flipped) == round(0.4 * len(mine))
+        assert all(r["label"] == data.NEXT_TOPIC[topic] for r in flipped)
+        assert all(r["label"] == topic for r in mine if r["domain"] == "clean")
+    assert all(truth[r["text"]] == r["label"] for r in read["holdout"])  # the trusted set is clean
+    assert all(r["text"].startswith("alps_test.tsv") for r in read["eval"])  # tested on the test split only
+    assert not {r["text"] for r in read["pool"]} & {r["text"] for r in read["holdout"]}
+    before = (folder / "pool.csv").read_bytes()
+    assert data.structured_noise(pool=200, rate=0.4, holdout=40, evaluation=60) == folder  # made once, reused
+    assert (folder / "pool.csv").read_bytes() == before
