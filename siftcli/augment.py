@@ -1,10 +1,12 @@
-"""Seeded text augmentation: inputs that change every epoch, the regime where a teacher's outputs cannot be cached.
+"""Seeded augmentation: inputs that change every epoch, the regime where a teacher's outputs cannot be cached.
 
 Each sample's change is a pure function of (seed, epoch, sample index): two runs with the same seed see the same
 inputs in the same epoch, a resumed run sees what the uninterrupted one saw, and every arm of a comparison trains on
 the same augmented data. ``mask`` replaces a fraction of the tokens with the tokenizer's mask token (its unknown
 token if it has none); ``delete`` drops them (span-free word dropout). Special tokens ([CLS], [SEP], padding) are
-never touched, and at least one ordinary token always stays.
+never touched, and at least one ordinary token always stays. Images (:class:`ImageAugment`) are padded and cropped
+back to their size at a random offset, and with ``flip`` mirrored half the time, before the image processor sees them
+(the random crop and flip of the vision-transformer distillation this project grew from).
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from typing import Any
 import torch
 
 _MIX = 0x9E3779B97F4A7C15  # a 64-bit odd constant: spreads (seed, epoch, index) over the generator's seeds
+
+
+def _generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    return torch.Generator().manual_seed((seed * _MIX + epoch * 1_000_003 + index) % (2**63 - 1))
 
 
 @dataclass(frozen=True)
@@ -29,7 +35,7 @@ class TextAugment:
 
     def __call__(self, sample: dict[str, Any], index: int, epoch: int) -> dict[str, Any]:
         ids = [int(t) for t in sample["input_ids"]]
-        g = torch.Generator().manual_seed((self.seed * _MIX + epoch * 1_000_003 + index) % (2**63 - 1))
+        g = _generator(self.seed, epoch, index)
         draws = torch.rand(len(ids), generator=g).tolist()
         ordinary = [i for i, t in enumerate(ids) if t not in self.special_ids]
         hit = {i for i in ordinary if draws[i] < self.rate}
@@ -43,6 +49,31 @@ class TextAugment:
             if key != "labels" and isinstance(value, list) and len(value) == len(ids):
                 out[key] = [v for i, v in enumerate(value) if i not in hit]
         return out
+
+
+@dataclass(frozen=True)
+class ImageAugment:
+    """Pad each side by ``pad`` of its length with black, crop back to the original size at a uniform offset (the
+    random crop of CIFAR and ViT recipes), and with ``flip`` mirror left-right with chance 1/2."""
+
+    flip: bool
+    pad: float
+    seed: int
+    column: str
+
+    def __call__(self, sample: dict[str, Any], index: int, epoch: int) -> dict[str, Any]:
+        from PIL import ImageOps
+
+        image = sample[self.column].convert("RGB")
+        g = _generator(self.seed, epoch, index)
+        w, h = image.size
+        px, py = round(self.pad * w), round(self.pad * h)
+        dx, dy = (int(torch.randint(0, 2 * p + 1, (1,), generator=g)) for p in (px, py))
+        if px or py:
+            image = ImageOps.expand(image, border=(px, py, px, py), fill=0).crop((dx, dy, dx + w, dy + h))
+        if self.flip and bool(torch.rand(1, generator=g) < 0.5):
+            image = ImageOps.mirror(image)
+        return {**sample, self.column: image}
 
 
 class AugmentedDataset(torch.utils.data.Dataset):

@@ -51,7 +51,7 @@ class Workload:
     source_index: list[int] | None = None  # each training row's row in ``source_rows`` (what siftcli filter writes out)
     source_rows: Any = None  # the loaded training data (a datasets.Dataset), columns as in the file
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # resolved once, from the recipe
-    augment: Any = None  # data.augment: a seeded TextAugment applied to training samples as the loader fetches them
+    augment: Any = None  # data.augment: a seeded Text/ImageAugment applied to training samples as the loader fetches them
 
     def subset(self, indices: list[int]) -> Workload:
         """The same workload on a subset of its training samples (a static filter, a ceiling): per-sample marks follow."""
@@ -188,16 +188,20 @@ def build_workload(recipe: Recipe) -> Workload:
         pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
         groups=groups, group_names=group_names, holdout_data=holdout_rows, unlabeled=splits.unlabeled,
         source_index=source_index, source_rows=splits.train, device=resolve_device(recipe.device, recipe.precision),
-        augment=_augment(recipe, processor),
+        augment=_augment(recipe, processor, splits.input_column),
     )
 
 
-def _augment(recipe: Recipe, tokenizer: Any) -> Any:
+def _augment(recipe: Recipe, processor: Any, column: str) -> Any:
     if recipe.data.augment is None:
         return None
-    from siftcli.augment import text_augment
+    from siftcli.augment import ImageAugment, text_augment
+    from siftcli.config import IMAGE_AUGMENTS
 
-    return text_augment(recipe.data.augment, tokenizer, recipe.seed)
+    spec = recipe.data.augment
+    if spec.kind in IMAGE_AUGMENTS:
+        return ImageAugment(spec.kind == "crop-flip", float(spec.pad), int(recipe.seed), column)
+    return text_augment(spec, processor, recipe.seed)
 
 
 

@@ -58,11 +58,19 @@ class ModelSpec(_Strict):
     revision: str | None = None
 
 
-class AugmentSpec(_Strict):
-    """Seeded text augmentation (:mod:`siftcli.augment`): each epoch the inputs change, the same way in every run."""
+#: ``data.augment.kind`` values that change images (the rest change tokens).
+IMAGE_AUGMENTS = ("crop", "crop-flip")
 
-    kind: Literal["mask", "delete"] = "mask"
-    rate: float = Field(default=0.15, gt=0, le=0.5, description="the chance each ordinary token is masked or deleted")
+
+class AugmentSpec(_Strict):
+    """Seeded augmentation (:mod:`siftcli.augment`): each epoch the inputs change, the same way in every run, which is
+    what makes a teacher's outputs uncacheable. Text: ``mask`` or ``delete`` tokens; images: ``crop`` (pad, then crop
+    back at a random offset) or ``crop-flip`` (and mirror half of them: not for digits or text in images)."""
+
+    kind: Literal["mask", "delete", "crop", "crop-flip"] = "mask"
+    rate: float = Field(default=0.15, gt=0, le=0.5, description="text: the chance each ordinary token is masked or deleted")
+    pad: float = Field(default=0.125, ge=0, le=0.5, description="images: padding before the crop, a fraction of each side "
+                                                                "(0.125: 4 pixels of a 32-pixel image)")
 
 
 class DataSpec(_Strict):
@@ -95,7 +103,8 @@ class DataSpec(_Strict):
     max_train_samples: int | None = Field(default=None, ge=1)
     max_eval_samples: int | None = Field(default=None, ge=1)
     label_noise: float = Field(default=0.0, ge=0, lt=1, description="fraction of training labels flipped (seeded; for benchmarks)")
-    augment: AugmentSpec | None = Field(default=None, description="text: mask or delete tokens anew every epoch (seeded)")
+    augment: AugmentSpec | None = Field(default=None, description="inputs changed anew every epoch (seeded): tokens masked or "
+                                                                  "deleted, images cropped (and flipped)")
     group_column: str | None = Field(
         default=None, description="a column naming where each training row came from; runs report each group's share of kept samples")
     target_group: str | None = Field(
@@ -298,9 +307,19 @@ class Recipe(_Strict):
             raise ValueError("precision fp16 needs device cuda; use bf16 or fp32 on a CPU")
         if self.sift.precision == "fp16" and self.device == "cpu":
             raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
-        if self.data.augment is not None and (task.inputs != "text" or task.labels == "tokens"):
-            raise ValueError(f"data.augment changes the tokens of text classification or regression inputs; task "
-                             f"{self.task!r} is not one (image augmentation is not built yet)")
+        augment = self.data.augment
+        if augment is not None and augment.kind in IMAGE_AUGMENTS and task.inputs != "image":
+            raise ValueError(f"data.augment.kind {augment.kind!r} changes images; task {self.task!r} has text inputs: "
+                             "use mask or delete")
+        if augment is not None and augment.kind not in IMAGE_AUGMENTS and (task.inputs != "text" or task.labels == "tokens"):
+            expected = "crop or crop-flip" if task.inputs == "image" else "none (a causal LM's tokens are its labels)"
+            raise ValueError(f"data.augment.kind {augment.kind!r} changes the tokens of text classification or "
+                             f"regression inputs; for task {self.task!r} expected {expected}")
+        if augment is not None:
+            unused = "rate" if augment.kind in IMAGE_AUGMENTS else "pad"
+            if getattr(augment, unused) != AugmentSpec.model_fields[unused].default:  # a full dump carries the default
+                raise ValueError(f"data.augment.{unused} does nothing for kind {augment.kind!r}; "
+                                 + ("images take pad" if unused == "rate" else "text takes rate") + ": leave it out")
         if self.distill is not None:
             if self.distill.cache and self.data.augment is not None:
                 raise ValueError("distill.cache true with data.augment: the inputs change every epoch, so a cached teacher "

@@ -90,6 +90,9 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "samples_from_memory": st.memory_samples,
         "samples_trained": trained,
         "samples_teacher": state.teacher_samples if getattr(recipe, "distill", None) is not None else None,
+        # what the verdict needs to say "cache the teacher": was it cached, and could it have been (fixed inputs)
+        "teacher": {"cached": bool(recipe.distill.cache), "inputs_change": recipe.data.augment is not None,
+                    "forwards": state.teacher_samples} if getattr(recipe, "distill", None) is not None else None,
         # how the run was spread: the global batch is the per-rank batch times the ranks; the learning rate
         # is the recipe's, never rescaled (README, Scale out, says how to scale it)
         "parallel": {"world_size": world, "per_rank_batch": recipe.batch_size, "global_batch": recipe.batch_size * world,

@@ -131,3 +131,20 @@ def test_pairs_compare_against_every_arm_that_ran_and_metrics_with_their_directi
     ppl = {**base, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 10.0}}
     better = {**sift, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 9.0}}
     assert compare_pair({"baseline": ppl, "sifted": better})["metric_delta"] == pytest.approx(1.0)  # lower is better: +1
+
+
+def test_a_distillation_verdict_says_cache_the_teacher_before_anything_about_sifting() -> None:
+    base = _run("baseline", [(10, 0.85), (40, 0.90), (100, 0.90)], 100)
+    sift = _run("sifted", [(10, 0.86), (30, 0.89), (60, 0.895)], 60, keep=0.5)
+
+    def said(cached: bool, inputs_change: bool, metric_delta: float = -0.5) -> str:
+        teacher = {"cached": cached, "inputs_change": inputs_change, "forwards": 900}
+        pair = compare_pair({"baseline": base, "sifted": {**sift, "teacher": teacher}})
+        return verdict({**pair, "metric_delta": metric_delta}, sift["sift"])
+
+    assert said(False, False).startswith("Cache the teacher first: its inputs do not change")
+    assert said(True, False).startswith("Distill with the cached teacher and without sifting")
+    assert "teacher" not in said(True, False, metric_delta=0.4)  # cached and ahead: nothing to say about the teacher
+    assert "teacher" not in said(False, True)  # inputs change every epoch: the cache cannot be exact
+    plain = compare_pair({"baseline": base, "sifted": sift})
+    assert "teacher" not in plain and "teacher" not in verdict(plain, sift["sift"])  # not a distillation
