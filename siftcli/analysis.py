@@ -252,8 +252,8 @@ def _teacher_advice(pair: dict[str, Any], seeds: dict[str, Any] | None) -> str |
         return None
     if not teacher.get("cached"):
         return ("Cache the teacher first: its inputs do not change between epochs, so distill.cache (leave it out: it is "
-                "on by default there) runs it once per sample instead of once per kept sample per epoch, at the same "
-                "accuracy")
+                "on by default there) runs it once per sample instead of once per kept sample per epoch, "
+                "and gives the same result")
     delta = (seeds or {}).get("metric_delta")
     behind = delta["status"] in ("loses", "within noise") if isinstance(delta, dict) else (pair.get("metric_delta") or 0) < 0
     if behind:
