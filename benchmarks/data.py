@@ -135,12 +135,11 @@ def unlabeled_sst2() -> Path:
     """SST-2's training sentences without their labels (``runs/bench-data/sst2-unlabeled/train.tsv``): the same rows in
     the same order as ``../shared/data/sst2/train.tsv``, so a seed's ``max_train_samples`` draw picks the same sentences
     as the labelled recipe; distillation from it has only the teacher to learn from (``distill.alpha: 1``)."""
+    from siftcli.runio import atomic_write_text
+
     out = DATA / "sst2-unlabeled" / "train.tsv"
     if not out.exists():
         lines = (SHARED / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()
-        text = "\n".join(line.rsplit("\t", 1)[0] for line in lines) + "\n"
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        atomic_write_text(out, "\n".join(line.rsplit("\t", 1)[0] for line in lines) + "\n")
     return out

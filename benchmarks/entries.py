@@ -30,6 +30,11 @@ def _teacher() -> None:
 _DISTILL_ARMS_ABOUT = ("A 2-layer, 128-wide BERT student distilled on 4,000 SST-2 sentences from a MiniLM teacher fine-tuned "
                        "once (runs/distill-teacher, reused; its fine-tune is on no arm's clock).")
 
+#: Distillation where the teacher cannot be cached: 15% of tokens masked anew every epoch; sifting calibrated, beta 2.
+_AUGMENTED = ("data.augment.kind=mask", "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2")
+#: Ranking by the student's own uncertainty; 28% kept so that its scoring forwards fit half the time (set before any run).
+_ENTROPY = ("sift.score=entropy", "sift.keep_fraction=0.28")
+
 ENTRIES = (
     Entry(
         name="relevance",
@@ -103,7 +108,7 @@ ENTRIES = (
         name="distill-augmented",
         title="Distillation where the teacher cannot be cached: inputs masked anew every epoch",
         recipe="recipes/benchmarks/sst2-distill.yaml",
-        overrides=("data.augment.kind=mask", "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2"),
+        overrides=_AUGMENTED,
         arms=("baseline", "sifted", "equal-time", "random-keep"),
         opponents=("baseline", "equal-time", "random-keep"),
         prepare=_teacher,
@@ -118,8 +123,7 @@ ENTRIES = (
         name="distill-augmented-entropy",
         title="Distillation where the teacher cannot be cached, ranked by the student's uncertainty (UNIXKD's signal)",
         recipe="recipes/benchmarks/sst2-distill.yaml",
-        overrides=("data.augment.kind=mask", "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2",
-                   "sift.score=entropy", "sift.keep_fraction=0.28"),
+        overrides=_AUGMENTED + _ENTROPY,
         arms=("baseline", "sifted", "equal-time", "random-keep"),
         opponents=("baseline", "equal-time", "random-keep"),
         prepare=_teacher,
@@ -134,9 +138,7 @@ ENTRIES = (
         name="distill-unlabeled",
         title="Distillation from an unlabeled pool, inputs masked anew every epoch: the teacher is the only signal",
         recipe="recipes/benchmarks/sst2-distill.yaml",
-        overrides=("data.source=runs/bench-data/sst2-unlabeled/train.tsv", "distill.alpha=1", "data.augment.kind=mask",
-                   "data.augment.rate=0.15", "sift.mode=calibrated", "sift.beta=2", "sift.score=entropy",
-                   "sift.keep_fraction=0.28"),
+        overrides=("data.source=runs/bench-data/sst2-unlabeled/train.tsv", "distill.alpha=1", *_AUGMENTED, *_ENTROPY),
         arms=("baseline", "sifted", "equal-time", "random-keep"),
         opponents=("baseline", "equal-time", "random-keep"),
         prepare=lambda: (_teacher(), data.unlabeled_sst2()),

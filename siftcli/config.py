@@ -308,18 +308,19 @@ class Recipe(_Strict):
         if self.sift.precision == "fp16" and self.device == "cpu":
             raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
         augment = self.data.augment
-        if augment is not None and augment.kind in IMAGE_AUGMENTS and task.inputs != "image":
-            raise ValueError(f"data.augment.kind {augment.kind!r} changes images; task {self.task!r} has text inputs: "
-                             "use mask or delete")
-        if augment is not None and augment.kind not in IMAGE_AUGMENTS and (task.inputs != "text" or task.labels == "tokens"):
-            expected = "crop or crop-flip" if task.inputs == "image" else "none (a causal LM's tokens are its labels)"
-            raise ValueError(f"data.augment.kind {augment.kind!r} changes the tokens of text classification or "
-                             f"regression inputs; for task {self.task!r} expected {expected}")
         if augment is not None:
-            unused = "rate" if augment.kind in IMAGE_AUGMENTS else "pad"
+            image = augment.kind in IMAGE_AUGMENTS
+            if image and task.inputs != "image":
+                raise ValueError(f"data.augment.kind {augment.kind!r} changes images; task {self.task!r} has text inputs: "
+                                 "use mask or delete")
+            if not image and (task.inputs != "text" or task.labels == "tokens"):
+                expected = "crop or crop-flip" if task.inputs == "image" else "none (a causal LM's tokens are its labels)"
+                raise ValueError(f"data.augment.kind {augment.kind!r} changes the tokens of text classification or "
+                                 f"regression inputs; for task {self.task!r} expected {expected}")
+            unused = "rate" if image else "pad"
             if getattr(augment, unused) != AugmentSpec.model_fields[unused].default:  # a full dump carries the default
                 raise ValueError(f"data.augment.{unused} does nothing for kind {augment.kind!r}; "
-                                 + ("images take pad" if unused == "rate" else "text takes rate") + ": leave it out")
+                                 + ("images take pad" if image else "text takes rate") + ": leave it out")
         if self.distill is not None:
             if self.distill.cache and self.data.augment is not None:
                 raise ValueError("distill.cache true with data.augment: the inputs change every epoch, so a cached teacher "

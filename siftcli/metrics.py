@@ -29,6 +29,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
     st = loader.stats
     final = state.curve[-1] if state.curve else {}
     raw, scored, trained, phases = st.raw_samples, st.scored_samples, state.trained, state.phases
+    distill = getattr(recipe, "distill", None)
     train_compute = phases["forward_backward"] + phases["optimizer"] + phases.get("teacher", 0.0)  # a teacher's forward too
     per_trained = train_compute / trained if trained else float("nan")
     s_cost = (phases["scoring"] / scored) / per_trained if scored and trained and per_trained > 0 else float("nan")
@@ -89,10 +90,9 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "samples_scored": scored,
         "samples_from_memory": st.memory_samples,
         "samples_trained": trained,
-        "samples_teacher": state.teacher_samples if getattr(recipe, "distill", None) is not None else None,
+        "samples_teacher": state.teacher_samples if distill is not None else None,
         # what the verdict needs to say "cache the teacher": was it cached, and could it have been (fixed inputs)
-        "teacher": {"cached": bool(recipe.distill.cache), "inputs_change": recipe.data.augment is not None,
-                    "forwards": state.teacher_samples} if getattr(recipe, "distill", None) is not None else None,
+        "teacher": {"cached": bool(distill.cache), "inputs_change": recipe.data.augment is not None} if distill else None,
         # how the run was spread: the global batch is the per-rank batch times the ranks; the learning rate
         # is the recipe's, never rescaled (README, Scale out, says how to scale it)
         "parallel": {"world_size": world, "per_rank_batch": recipe.batch_size, "global_batch": recipe.batch_size * world,

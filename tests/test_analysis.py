@@ -138,7 +138,7 @@ def test_a_distillation_verdict_says_cache_the_teacher_before_anything_about_sif
     sift = _run("sifted", [(10, 0.86), (30, 0.89), (60, 0.895)], 60, keep=0.5)
 
     def said(cached: bool, inputs_change: bool, metric_delta: float = -0.5) -> str:
-        teacher = {"cached": cached, "inputs_change": inputs_change, "forwards": 900}
+        teacher = {"cached": cached, "inputs_change": inputs_change}
         pair = compare_pair({"baseline": base, "sifted": {**sift, "teacher": teacher}})
         return verdict({**pair, "metric_delta": metric_delta}, sift["sift"])
 

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from PIL import Image, ImageOps
 
 from siftcli.augment import AugmentedDataset, ImageAugment, TextAugment
 from siftcli.builders import build_train_loader, build_workload
-from siftcli.config import validate_recipe
+from siftcli.config import recipe_to_yaml, validate_recipe
 from siftcli.errors import SiftcliError
 from tests.conftest import tiny_recipe_dict
 
@@ -43,9 +44,6 @@ def test_the_loader_sees_the_epochs_augmentation_and_the_teacher_cache_follows(t
     workload = build_workload(recipe)
     loader = build_train_loader(workload, recipe, None, workload.model, workload.device)
     assert isinstance(loader.dataloader.dataset, AugmentedDataset)
-    import yaml
-
-    from siftcli.config import recipe_to_yaml
     assert validate_recipe(yaml.safe_load(recipe_to_yaml(recipe))).data.augment == recipe.data.augment  # saved, loads
     first = [b["input_ids"].clone() for b in loader]
     second = [b["input_ids"].clone() for b in loader]
@@ -115,9 +113,7 @@ def test_an_image_loader_sees_each_epochs_augmentation_and_text_kinds_stay_with_
     with pytest.raises(SiftcliError, match="data.augment.rate does nothing for kind 'crop'; images take pad"):
         validate_recipe(tiny_recipe_dict(tmp_path / "imgs", task="image-classification", loss="auto", **vit,
                                          **{"data.augment": {"kind": "crop", "rate": 0.2}}))
-    import yaml
-
-    from siftcli.config import recipe_to_yaml  # a saved recipe (every default written out) loads again
+    # a saved recipe (every default written out) loads again
     assert validate_recipe(yaml.safe_load(recipe_to_yaml(recipe))).data.augment == recipe.data.augment
     plain = validate_recipe(tiny_recipe_dict(tmp_path / "imgs", task="image-classification", loss="auto", **vit))
     unchanged = build_workload(plain)
