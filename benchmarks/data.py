@@ -53,6 +53,30 @@ def relevance(in_domain: int = 900, off_target: int = 1800, holdout: int = 500, 
     return _built(DATA / f"relevance-{in_domain}-{off_target}-{holdout}-{evaluation}", 20_261_123, build)
 
 
+def relevance_news(in_domain: int = 600, off_target: int = 1200, holdout: int = 400, evaluation: int = 2000) -> Path:
+    """AG News topics are the target (4 classes): ``evaluation`` texts of AG News's test split, a ``holdout`` of AG
+    News training texts for the reference, and a pool of ``in_domain`` other AG News training texts mixed with
+    ``off_target`` MR sentences, each given a topic drawn uniformly (a scraped pool whose labels come from the target's
+    label set but mean nothing for these texts). Column ``domain`` says where each pool row came from. The mirror of
+    :func:`relevance`: with four labels a target-trained reference agrees with an off-target label a quarter of the
+    time, not half."""
+    def rows(rng: random.Random) -> list[dict[str, str]]:
+        train = _news("alps_train_subset_10k.tsv")
+        rng.shuffle(train)
+        return train
+
+    def build(rng: random.Random, train: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        test = _news("alps_test.tsv")
+        rng.shuffle(test)
+        topics = list(NEXT_TOPIC)
+        mr = [{"text": r["text"], "label": rng.choice(topics)} for r in _mr_rows(rng)[:off_target]]
+        pool = [{**r, "domain": "agnews"} for r in train[holdout:holdout + in_domain]] + [{**r, "domain": "mr"} for r in mr]
+        rng.shuffle(pool)
+        return {"eval": test[:evaluation], "holdout": train[:holdout], "pool": pool}
+
+    return _built(DATA / f"relevance-news-{in_domain}-{off_target}-{holdout}-{evaluation}", 20_261_126, build, rows)
+
+
 def _news(name: str) -> list[dict[str, str]]:
     """AG News rows of ``../shared/data/ag_news/NAME`` (text TAB topic), in file order."""
     with (SHARED / "ag_news" / name).open(encoding="utf-8") as f:

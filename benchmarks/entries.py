@@ -56,6 +56,25 @@ ENTRIES = (
               "ceiling of a perfect filter).",
     ),
     Entry(
+        name="relevance-news",
+        title="Relevance, four labels: AG News topics from a pool that is two thirds movie reviews under random topics",
+        recipe="recipes/benchmarks/relevance-news.yaml",
+        arms=("baseline", "sifted", "sifted:beta=1", "equal-time", "random-keep", "static-filter", "target-only"),
+        subjects=("sifted", "sifted:beta=1"),
+        prepare=lambda: data.relevance_news(600, 1200, 400, 2000),
+        extra={"target_group": "agnews"},
+        about="Target: AG News topics (4 classes), tested on 2,000 texts of AG News's test split. Pool: 600 AG News "
+              "training texts and 1,200 MR movie-review sentences, each given one of the four topics at random. "
+              "Pretrained MiniLM, 3 epochs, batch 16. The reference (MiniLM's first three layers fine-tuned 2 epochs on "
+              "400 other AG News texts, `sift.reference.kind: holdout`) is built by the first arm that needs it, on that "
+              "arm's clock, and cached. `sifted` keeps a fifth of each raw batch by the reference's loss alone (`score: "
+              "reference`: no scoring forward; each epoch draws its own fifth, keep weights percentile ** 4); "
+              "`sifted:beta=1` draws with percentile ** 1, closer to random. Reference losses are ranked within each "
+              "topic (`sift.reference.balance: label`), so every arm that ranks by them keeps each topic in proportion. "
+              "The static filter keeps the same fraction with the lowest within-topic rank, chosen once; target-only trains on the pool's AG News rows "
+              "alone (the ceiling of a perfect filter).",
+    ),
+    Entry(
         name="redundancy",
         title="Redundancy over many epochs: near-copies of a few sentences, 10 epochs",
         recipe="recipes/benchmarks/redundancy-mr.yaml",

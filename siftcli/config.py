@@ -159,6 +159,10 @@ class ReferenceSpec(_Strict):
     lr: float | None = Field(default=None, gt=0, description="default: optim.lr")
     config_overrides: dict[str, Any] = Field(default_factory=dict, description="a smaller reference, for config: models")
     cache: bool = Field(default=True, description="keep its losses on disk (SIFTCLI_CACHE, default ~/.cache/siftcli) for reuse")
+    balance: Literal["none", "label"] = Field(
+        default="none", description="label: rank each sample's reference loss among the samples of its own label (a "
+                                    "within-label percentile), so score reference and the static filter keep every class "
+                                    "in proportion; a reference surer of some classes otherwise keeps them and drops others")
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ReferenceSpec:
@@ -305,6 +309,12 @@ class Recipe(_Strict):
             raise ValueError(f"data.label_noise flips class labels; task {self.task!r} has none")
         if self.precision == "fp16" and self.device == "cpu":
             raise ValueError("precision fp16 needs device cuda; use bf16 or fp32 on a CPU")
+        if self.sift.reference.balance == "label":
+            if task.labels != "class":
+                raise ValueError(f"sift.reference.balance label ranks within each class; task {self.task!r} has no class labels")
+            if self.sift.score == "reducible":
+                raise ValueError("sift.reference.balance label turns reference losses into within-label percentiles, which "
+                                 "score reducible cannot subtract from a loss; use score reference, or balance none")
         if self.sift.precision == "fp16" and self.device == "cpu":
             raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
         augment = self.data.augment

@@ -83,7 +83,8 @@ def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, Any] | 
             saved = torch.load(path, weights_only=True)
             losses = saved["losses"]
             if losses.numel() == len(workload.train_data):
-                return Reference(losses, time.perf_counter() - t0, float(saved["build_seconds"]), True, spec.kind, key), []
+                found = Reference(losses, time.perf_counter() - t0, float(saved["build_seconds"]), True, spec.kind, key)
+                return _balanced(found, workload, spec.balance), []
         except (OSError, RuntimeError, KeyError, TypeError, ValueError):
             pass  # unreadable or foreign: rebuild and overwrite
     build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference}[spec.kind]
@@ -91,7 +92,33 @@ def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, Any] | 
     reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
     if spec.cache:
         _write_cache(path, {"losses": reference.losses, "build_seconds": reference.seconds, "kind": spec.kind})
-    return reference, runs
+    return _balanced(reference, workload, spec.balance), runs
+
+
+def _balanced(reference: Reference, workload: Workload, balance: str) -> Reference:
+    if balance == "none":
+        return reference
+    labels = [row.get("labels") for row in workload.train_data]
+    return dataclasses.replace(reference, losses=within_label_percentiles(reference.losses, labels))
+
+
+def within_label_percentiles(losses: torch.Tensor, labels: list[Any]) -> torch.Tensor:
+    """Each loss as its mid-rank percentile, ``(rank + 0.5) / n``, among the finite losses of its own label (non-finite
+    stay as they are). A reference trained toward the target is surer of some classes than of others; ranked raw, the
+    lowest losses can be a few classes only, and a subset without a class trains a model that never predicts it
+    (measured: a reference-chosen fifth of an AG News pool held no Sci/Tech text at all). Percentiles are uniform in
+    every class, so a fraction kept by rank is that fraction of each class."""
+    out = losses.detach().float().clone()
+    groups: dict[Any, list[int]] = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label.item() if isinstance(label, torch.Tensor) else label, []).append(i)
+    for members in groups.values():
+        idx = torch.tensor(members)
+        idx = idx[torch.isfinite(out[idx])]
+        if idx.numel():
+            order = out[idx].sort(stable=True).indices
+            out[idx[order]] = (torch.arange(idx.numel(), dtype=torch.float32) + 0.5) / idx.numel()
+    return out
 
 
 def cache_dir() -> Path:
@@ -105,7 +132,7 @@ def cache_key(workload: Workload, recipe: Recipe) -> str:
     h = hashlib.sha256()
     for rows in (workload.train_data, workload.holdout_data or []):
         hash_rows(h, rows)
-    spec = recipe.sift.reference.model_dump(mode="json", exclude={"cache"})
+    spec = recipe.sift.reference.model_dump(mode="json", exclude={"cache", "balance"})  # balance reads the same losses
     parts = {"reference": spec, "model": recipe.model.model_dump(mode="json"), "optim": recipe.optim.model_dump(mode="json"),
              "batch_size": recipe.batch_size, "task": recipe.task, "loss": recipe.loss, "max_length": recipe.max_length,
              "seed": recipe.seed, "precision": [recipe.precision, recipe.sift.precision]}

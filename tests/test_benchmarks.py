@@ -89,10 +89,9 @@ def test_unknown_entries_and_missing_results_are_one_line_and_exit_2(tmp_path: P
     assert listing.returncode == 0 and "relevance" in listing.stdout and "distill" in listing.stdout
 
 
-def test_structured_noise_flips_exactly_the_rate_of_each_topic_to_the_next_and_keeps_eval_clean(tmp_path: Path,
-                                                                                                monkeypatch) -> None:
-    import csv
-
+def _fake_shared(tmp_path: Path, monkeypatch) -> list[str]:
+    """A stand-in for ../shared/data: AG News files of numbered texts (topic i % 4, plus a malformed line) and MR
+    files of numbered sentences; the benchmark data builders read it and write under tmp_path/out."""
     from benchmarks import data
 
     (tmp_path / "ag_news").mkdir()
@@ -100,8 +99,21 @@ def test_structured_noise_flips_exactly_the_rate_of_each_topic_to_the_next_and_k
     for name, n in (("alps_train_subset_10k.tsv", 400), ("alps_test.tsv", 80)):
         lines = [f"{name} text {i}\t{topics[i % 4]}" for i in range(n)] + ["a malformed line without a topic"]
         (tmp_path / "ag_news" / name).write_text("\n".join(lines) + "\n")
+    (tmp_path / "mr_sentence_polarity").mkdir()
+    for name in ("rt-polarity.neg", "rt-polarity.pos"):
+        (tmp_path / "mr_sentence_polarity" / name).write_text("".join(f"{name} sentence {i}\n" for i in range(150)))
     monkeypatch.setattr(data, "SHARED", tmp_path)
     monkeypatch.setattr(data, "DATA", tmp_path / "out")
+    return topics
+
+
+def test_structured_noise_flips_exactly_the_rate_of_each_topic_to_the_next_and_keeps_eval_clean(tmp_path: Path,
+                                                                                                monkeypatch) -> None:
+    import csv
+
+    from benchmarks import data
+
+    topics = _fake_shared(tmp_path, monkeypatch)
     folder = data.structured_noise(pool=200, rate=0.4, holdout=40, evaluation=60)
     read = {f: list(csv.DictReader((folder / f"{f}.csv").open())) for f in ("pool", "holdout", "eval")}
     truth = {f"alps_train_subset_10k.tsv text {i}": topics[i % 4] for i in range(400)}
@@ -117,4 +129,32 @@ def test_structured_noise_flips_exactly_the_rate_of_each_topic_to_the_next_and_k
     assert not {r["text"] for r in read["pool"]} & {r["text"] for r in read["holdout"]}
     before = (folder / "pool.csv").read_bytes()
     assert data.structured_noise(pool=200, rate=0.4, holdout=40, evaluation=60) == folder  # made once, reused
+    assert (folder / "pool.csv").read_bytes() == before
+
+
+def test_relevance_news_mixes_target_texts_with_off_target_sentences_under_random_topics(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    import csv
+    from collections import Counter
+
+    from benchmarks import data
+
+    topics = _fake_shared(tmp_path, monkeypatch)
+    folder = data.relevance_news(in_domain=100, off_target=200, holdout=40, evaluation=60)
+    read = {f: list(csv.DictReader((folder / f"{f}.csv").open())) for f in ("pool", "holdout", "eval")}
+    truth = {f"alps_train_subset_10k.tsv text {i}": topics[i % 4] for i in range(400)}
+    domains = Counter(r["domain"] for r in read["pool"])
+    assert domains == {"agnews": 100, "mr": 200} and len(read["holdout"]) == 40 and len(read["eval"]) == 60
+    assert all(truth[r["text"]] == r["label"] for r in read["pool"] if r["domain"] == "agnews")  # target rows clean
+    off = [r for r in read["pool"] if r["domain"] == "mr"]
+    assert all(r["text"].startswith("rt-polarity.") for r in off)
+    assert len({r["text"] for r in off}) == 200  # distinct sentences, both polarities
+    assert {r["text"].split(".")[1].split()[0] for r in off} == {"neg", "pos"}
+    counts = Counter(r["label"] for r in off)  # a topic at random: every topic, none dominant
+    assert set(counts) == set(topics) and max(counts.values()) < 0.4 * len(off)
+    assert all(truth[r["text"]] == r["label"] for r in read["holdout"])  # the reference's holdout: target, clean
+    assert not {r["text"] for r in read["pool"]} & {r["text"] for r in read["holdout"]}
+    assert all(r["text"].startswith("alps_test.tsv") for r in read["eval"])
+    before = (folder / "pool.csv").read_bytes()
+    assert data.relevance_news(in_domain=100, off_target=200, holdout=40, evaluation=60) == folder
     assert (folder / "pool.csv").read_bytes() == before

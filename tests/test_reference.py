@@ -9,7 +9,7 @@ import torch
 import siftcli.reference as reference_mod
 from siftcli.builders import build_workload
 from siftcli.config import validate_recipe
-from siftcli.reference import cross_fitted_reference, reference_recipe, split_halves
+from siftcli.reference import cross_fitted_reference, reference_recipe, split_halves, within_label_percentiles
 from tests.conftest import tiny_recipe_dict
 
 
@@ -62,6 +62,29 @@ def test_a_holdout_reference_is_built_once_cached_by_key_and_reused(text_csv: Pa
     other = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
                                                            "sift.reference.holdout_fraction": 0.2, "seed": 1}))
     assert cache_key(build_workload(other), other) != cache_key(workload, recipe)
+    balanced = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
+                                                              "sift.reference.holdout_fraction": 0.2,
+                                                              "sift.reference.balance": "label"}))
+    ranked, runs = reference_for(build_workload(balanced), balanced)  # the same losses, read, then ranked per label
+    assert ranked.cached and not trained and cache_key(workload, balanced) == cache_key(workload, recipe)
+    labels = [int(r["labels"]) for r in workload.train_data]
+    assert torch.equal(ranked.losses, within_label_percentiles(built.losses, labels))
+
+
+def test_within_label_percentiles_rank_each_class_alone_so_a_kept_fraction_is_that_fraction_of_every_class() -> None:
+    from siftcli.arms import lowest
+
+    # class 0 is easy for the reference (losses 0.0-0.5), class 1 hard (5-10): raw, the lowest half is class 0 only
+    losses = torch.tensor([0.1, 5.0, 0.3, 7.0, 0.0, 9.0, 0.5, 6.0, float("nan"), 10.0])
+    labels = [0, 1, 0, 1, 0, 1, 0, 1, 0, 1]
+    assert [labels[i] for i in lowest(losses, 0.4)] == [0, 0, 0, 0]
+    pct = within_label_percentiles(losses, labels)
+    assert pct[[0, 2, 4, 6]].tolist() == [0.375, 0.625, 0.125, 0.875]  # mid-ranks of 4 finite class-0 losses
+    assert torch.allclose(pct[[1, 3, 5, 7, 9]], torch.tensor([0.1, 0.5, 0.7, 0.3, 0.9]))
+    assert torch.isnan(pct[8]) and torch.allclose(losses[:8], torch.tensor([0.1, 5.0, 0.3, 7.0, 0.0, 9.0, 0.5, 6.0]))  # input untouched
+    kept = lowest(pct, 0.4)
+    assert sorted(labels[i] for i in kept) == [0, 0, 1, 1] and 4 in kept and 1 in kept  # each class's easiest
+    assert within_label_percentiles(losses, ["neg", "pos"] * 5).tolist()[:2] == pct.tolist()[:2]  # any label type
 
 
 def test_reference_kinds_are_checked_in_the_recipe(text_csv: Path) -> None:
@@ -71,7 +94,9 @@ def test_reference_kinds_are_checked_in_the_recipe(text_csv: Path) -> None:
 
     for changes, expected in (({"sift.reference.kind": "holdout"}, "exactly one of holdout_source"),
                               ({"sift.reference.holdout_fraction": 0.1}, "go with kind holdout"),
-                              ({"sift.reference.kind": "model"}, "kind model needs model")):
+                              ({"sift.reference.kind": "model"}, "kind model needs model"),
+                              ({"sift.score": "reducible", "sift.reference.balance": "label"}, "cannot subtract"),
+                              ({"sift.reference.balance": "classes"}, "balance")):
         with pytest.raises(SiftcliError, match=expected):
             validate_recipe(tiny_recipe_dict(text_csv, **changes))
 
