@@ -71,8 +71,8 @@ ENTRIES = (
               "reference`: no scoring forward; each epoch draws its own fifth, keep weights percentile ** 4); "
               "`sifted:beta=1` draws with percentile ** 1, closer to random. Reference losses are ranked within each "
               "topic (`sift.reference.balance: label`), so every arm that ranks by them keeps each topic in proportion. "
-              "The static filter keeps the same fraction with the lowest within-topic rank, chosen once; target-only trains on the pool's AG News rows "
-              "alone (the ceiling of a perfect filter).",
+              "The static filter keeps the same fraction with the lowest within-topic rank, chosen once; target-only "
+              "trains on the pool's AG News rows alone (the ceiling of a perfect filter).",
     ),
     Entry(
         name="redundancy",

@@ -174,8 +174,9 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
     # an opponent that beat sifting, else one it could not be told from (the simpler path did as well): say what to do
     lost = [arm for arm, (status, _) in outcomes.items() if status in ("lost", "matched or beat it")]
     lost += [arm for arm, (status, _) in outcomes.items() if status == "within noise"]
-    if lost:
-        parts.insert(0, _instead(lost[0], pair.get("achieved_keep")))
+    if lost:  # rows known to be on target beat any ranking: say that first where it ran
+        first = "target-only" if "target-only" in lost else lost[0]
+        parts.insert(0, _instead(first, pair.get("achieved_keep")))
     teacher = _teacher_advice(pair, seeds)
     if teacher:
         parts.insert(0, teacher)
@@ -209,7 +210,7 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
 
 #: How the verdict names each opponent.
 OPPONENT_NAMES = {"equal-time": "a baseline given the same time", "random-keep": "keeping the same fraction at random",
-                  "dedup": "dropping near-copies once",
+                  "dedup": "dropping near-copies once", "target-only": "training on the target group's rows alone",
                   "static-filter": "the same fraction chosen once by the reference (static filter)"}
 _STATUS_WORDS = {"beats": "ahead beyond two paired standard errors", "loses": "behind beyond two paired standard errors",
                  "within noise": "within the noise", "too few seeds": f"too few seeds to tell (needs {MIN_SEEDS}, with spread)"}
@@ -240,6 +241,9 @@ def _instead(arm: str, keep: float | None) -> str:
                              f"siftcli filter RECIPE --keep {k} -o kept.csv writes it, then train on kept.csv",
             "dedup": "Drop the near-copies instead: removing them once before training did as well; "
                      "siftcli filter RECIPE --dedup -o kept.csv writes the rest, then train on kept.csv",
+            "target-only": "Train on the target rows alone: the rows of data.target_group (by data.group_column) did "
+                           "as well as sifting the whole pool; when the pool says which rows are on target, filtering by "
+                           "that beats any ranking",
             }.get(arm, f"{arm} did as well as sifting")
 
 

@@ -128,6 +128,10 @@ def test_pairs_compare_against_every_arm_that_ran_and_metrics_with_their_directi
     text = verdict(compare_pair({"baseline": base, "sifted": sift, "dedup": dedup}), sift["sift"])
     assert text.startswith("Drop the near-copies instead") and "siftcli filter RECIPE --dedup -o kept.csv" in text
     assert "against dropping near-copies once: matched or beat it (-2.00 points)" in text
+    target = _run("target-only", [(10, 0.85)], 15)
+    text = verdict(compare_pair({"baseline": base, "sifted": sift, "static-filter": static, "target-only": target}), sift["sift"])
+    assert text.startswith("Train on the target rows alone")  # before the static filter, which also beat it
+    assert "against training on the target group's rows alone: matched or beat it (-3.00 points)" in text
     ppl = {**base, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 10.0}}
     better = {**sift, "metric": "perplexity", "higher_is_better": False, "final": {"perplexity": 9.0}}
     assert compare_pair({"baseline": ppl, "sifted": better})["metric_delta"] == pytest.approx(1.0)  # lower is better: +1
