@@ -60,21 +60,15 @@ def relevance_news(in_domain: int = 600, off_target: int = 1200, holdout: int = 
     label set but mean nothing for these texts). Column ``domain`` says where each pool row came from. The mirror of
     :func:`relevance`: with four labels a target-trained reference agrees with an off-target label a quarter of the
     time, not half."""
-    def rows(rng: random.Random) -> list[dict[str, str]]:
-        train = _news("alps_train_subset_10k.tsv")
-        rng.shuffle(train)
-        return train
-
     def build(rng: random.Random, train: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-        test = _news("alps_test.tsv")
-        rng.shuffle(test)
+        test = _shuffled_news("alps_test.tsv", rng)
         topics = list(NEXT_TOPIC)
         mr = [{"text": r["text"], "label": rng.choice(topics)} for r in _mr_rows(rng)[:off_target]]
         pool = [{**r, "domain": "agnews"} for r in train[holdout:holdout + in_domain]] + [{**r, "domain": "mr"} for r in mr]
         rng.shuffle(pool)
         return {"eval": test[:evaluation], "holdout": train[:holdout], "pool": pool}
 
-    return _built(DATA / f"relevance-news-{in_domain}-{off_target}-{holdout}-{evaluation}", 20_261_126, build, rows)
+    return _built(DATA / f"relevance-news-{in_domain}-{off_target}-{holdout}-{evaluation}", 20_261_126, build, _shuffled_train_news)
 
 
 def _news(name: str) -> list[dict[str, str]]:
@@ -82,6 +76,17 @@ def _news(name: str) -> list[dict[str, str]]:
     with (SHARED / "ag_news" / name).open(encoding="utf-8") as f:
         return [{"text": row[0].strip(), "label": row[1]} for row in csv.reader(f, delimiter="\t")
                 if len(row) == 2 and row[1] in TOPIC_LABEL]
+
+
+def _shuffled_news(name: str, rng: random.Random) -> list[dict[str, str]]:
+    rows = _news(name)
+    rng.shuffle(rows)
+    return rows
+
+
+def _shuffled_train_news(rng: random.Random) -> list[dict[str, str]]:
+    """The AG News training rows in a seeded order: the ``rows`` of the builders whose target is AG News."""
+    return _shuffled_news("alps_train_subset_10k.tsv", rng)
 
 
 def _near_copy(text: str, rng: random.Random) -> str:
@@ -134,14 +139,8 @@ def structured_noise(pool: int = 2000, rate: float = 0.4, holdout: int = 400, ev
     ``rate`` of each topic's texts carry the next topic's label (:data:`NEXT_TOPIC`), a clean ``holdout`` for the
     reference (the small trusted set a careful user labels by hand), and ``evaluation`` clean test texts from AG News's
     test split. Column ``domain`` says whether a pool row's label is ``clean`` or ``flipped``."""
-    def rows(rng: random.Random) -> list[dict[str, str]]:
-        train = _news("alps_train_subset_10k.tsv")
-        rng.shuffle(train)
-        return train
-
     def build(rng: random.Random, train: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
-        test = _news("alps_test.tsv")
-        rng.shuffle(test)
+        test = _shuffled_news("alps_test.tsv", rng)
         hold, chosen = train[:holdout], train[holdout:holdout + pool]
         out = []
         for topic in NEXT_TOPIC:
@@ -152,7 +151,7 @@ def structured_noise(pool: int = 2000, rate: float = 0.4, holdout: int = 400, ev
         rng.shuffle(out)
         return {"eval": test[:evaluation], "holdout": hold, "pool": out}
 
-    return _built(DATA / f"noise-structured-{pool}-{rate:g}-{holdout}-{evaluation}", 20_261_125, build, rows)
+    return _built(DATA / f"noise-structured-{pool}-{rate:g}-{holdout}-{evaluation}", 20_261_125, build, _shuffled_train_news)
 
 
 def unlabeled_sst2() -> Path:
