@@ -8,6 +8,8 @@ key pays for it once.
 - ``holdout``: one reference trained on data no arm trains on (a small sample of the target, say), scoring every
   training sample: samples it finds hard are off-target or mislabelled (RHO-LOSS's relevance setting).
 - ``model``: a saved model scores every training sample as it is.
+- ``ngram``: no model: how much likelier each text is under the holdout's token n-grams than under the pool's
+  (:mod:`siftcli.ngram`), a relevance score that costs milliseconds.
 
 What building cost (training and scoring) is charged to the clock of the run that built it, as the
 ``reference`` phase; a run that finds it cached pays the read and reports the build cost beside it
@@ -87,7 +89,8 @@ def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, Any] | 
                 return _balanced(found, workload, spec.balance), []
         except (OSError, RuntimeError, KeyError, TypeError, ValueError):
             pass  # unreadable or foreign: rebuild and overwrite
-    build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference}[spec.kind]
+    build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference,
+             "ngram": ngram_reference}[spec.kind]
     reference, runs = build(workload, recipe, initial)
     reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
     if spec.cache:
@@ -167,6 +170,21 @@ def holdout_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any
     t0 = time.perf_counter()
     losses = _score_all(part.model, workload, recipe, workload.train_data)
     return Reference(losses=losses, seconds=metrics["train_seconds"] + time.perf_counter() - t0), [metrics]
+
+
+def ngram_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+    """The holdout's hashed n-gram distribution against the pool's (:mod:`siftcli.ngram`): a relevance score with no
+    model and no training, so it costs milliseconds where a trained reference costs a fraction of the run."""
+    from siftcli.ngram import cross_entropy_difference
+
+    if not workload.holdout_data:
+        raise SiftcliError("sift.reference.kind ngram: the holdout is empty (holdout_source or holdout_fraction)")
+    t0 = time.perf_counter()
+    try:
+        losses = cross_entropy_difference(workload.holdout_data, workload.train_data)
+    except ValueError as exc:
+        raise SiftcliError(f"sift.reference.kind ngram: {exc}") from None
+    return Reference(losses=losses, seconds=time.perf_counter() - t0), []
 
 
 def model_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:

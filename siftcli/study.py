@@ -20,13 +20,15 @@ import time
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from siftcli.errors import SiftcliError, first_line
 
 OWNER = "siftcli_owner"
 ALIVE = "siftcli_alive"
 INTERRUPTED = "interrupted"
+REPLACES = "siftcli_replaces"  # on an interrupted trial's copy: the number of the trial it runs again
+SURPLUS = "siftcli_surplus"  # a fresh trial asked for after the study's count was spent (a race lost): failed, not counted
 FRONTIER = "siftcli_frontier"
 RECIPE = "siftcli_recipe_sha256"
 SETTINGS = "siftcli_settings"
@@ -201,17 +203,59 @@ def live_trial(study: Any, number: int) -> Any:
     return optuna.trial.Trial(study, frozen._trial_id)
 
 
-def counted(study: Any) -> tuple[int, int]:
-    """(finished, running) trials of the whole study; interrupted ones were queued again and count once, as that."""
+class Count(NamedTuple):
+    """Where a study's trials stand. ``taken`` is what its count of trials is spent on: finished, running and waiting
+    trials, plus interrupted ones whose copy is not queued yet (so that no machine, between a requeue's two writes,
+    sees a free place and asks for a fresh trial instead of the copy about to be queued)."""
+
+    finished: int
+    running: int
+    waiting: int
+    taken: int
+    numbers: tuple[int, ...]  # the taken trials' numbers, ascending
+
+
+def counted(study: Any) -> Count:
+    """The whole study's :class:`Count`; an interrupted trial counts once, as its copy."""
     optuna = optuna_module()
     states = optuna.trial.TrialState
-    finished = running = 0
-    for t in study.get_trials(deepcopy=False, states=(states.COMPLETE, states.PRUNED, states.FAIL, states.RUNNING)):
+    trials = [t for t in study.get_trials(deepcopy=False) if not t.user_attrs.get(SURPLUS)]
+    copied = {t.user_attrs.get(REPLACES) for t in trials}
+    finished = running = waiting = 0
+    numbers = []
+    for t in trials:
         if t.state == states.RUNNING:
             running += 1
-        elif not t.user_attrs.get(INTERRUPTED):
+        elif t.state == states.WAITING:
+            waiting += 1
+        elif t.user_attrs.get(INTERRUPTED):
+            if t.number in copied:
+                continue
+        else:
             finished += 1
-    return finished, running
+        numbers.append(t.number)
+    return Count(finished, running, waiting, len(numbers), tuple(numbers))
+
+
+def enqueue(study: Any, params: dict[str, Any], replaces: int | None = None) -> None:
+    """Queue a parameter set (the grid, a replay, or the copy of interrupted trial ``replaces``)."""
+    study.enqueue_trial(params, user_attrs=None if replaces is None else {REPLACES: replaces}, skip_if_exists=False)
+
+
+def surplus(study: Any, trial: Any, trials: int, grid: bool) -> bool:
+    """True (and the trial failed, marked, never counted) when a freshly sampled trial overfills the study: two machines
+    raced for the last queued trial and this one got a fresh sample instead, or both saw the last free place. A grid
+    takes trials from its queue only; otherwise the later-numbered trials beyond the count give way. A trial popped
+    from the queue is never surplus."""
+    if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # how Optuna marks a queued trial
+        return False
+    count = counted(study)
+    if not grid and trial.number not in count.numbers[trials:]:
+        return False
+    optuna = optuna_module()
+    study._storage.set_trial_user_attr(trial._trial_id, SURPLUS, True)
+    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    return True
 
 
 def requeue(study: Any, trial: Any, reason: str) -> None:
@@ -226,7 +270,7 @@ def requeue(study: Any, trial: Any, reason: str) -> None:
             return
     except optuna.exceptions.UpdateFinishedTrialError:
         return
-    study.enqueue_trial(trial.params, skip_if_exists=False)
+    enqueue(study, trial.params, replaces=trial.number)
 
 
 def tend(study: Any, mine: list[int], me: str, stale_seconds: float, resumed: bool = False) -> None:

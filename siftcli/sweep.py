@@ -169,12 +169,13 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     try:
         higher = _higher_is_better(recipe)
         study = studies.open_study(settings, sweep_dir, higher, None)
-        founder = studies.join(study, recipe_sha256(recipe), settings.shared())
+        if studies.join(study, recipe_sha256(recipe), settings.shared()):
+            # the machine that started the study queues the grid and the replays, once, before the frontier: another
+            # machine, which waits for the frontier, finds the queue full when it starts asking
+            for params in settings.enqueue + grid_points(settings):
+                studies.enqueue(study, params)
         frontier = run_frontier(recipe, settings, sweep_dir, workload, emit, study)
         study = studies.open_study(settings, sweep_dir, higher, frontier["max_resource"])
-        if founder:  # the machine that started the study queues the grid and the replays, once
-            for params in settings.enqueue + grid_points(settings):
-                study.enqueue_trial(params)
         _run_trials(study, settings, sweep_dir, frontier, jobs, emit, resumed=bool(resume))
     except (KeyboardInterrupt, RunInterrupted) as exc:
         signal = getattr(exc, "signal", "SIGINT")
@@ -301,11 +302,14 @@ def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: 
     tended = time.time()
     try:
         while True:
-            finished, running = studies.counted(study)
+            count = studies.counted(study)
             busy = pool.busy() if pool else 0
             if pool is None or busy < pool.size:
-                if finished + running < settings.trials:
+                # a queued trial is always taken; a fresh one only while the count has room (a grid's are all queued)
+                if count.waiting or (count.taken < settings.trials and not settings.grid):
                     trial = study.ask(distributions)
+                    if studies.surplus(study, trial, settings.trials, settings.grid):
+                        continue
                     trial.set_user_attr(studies.OWNER, me)
                     trial.set_user_attr(studies.ALIVE, time.time())
                     emit("trial", {"number": trial.number, "params": trial.params})
@@ -319,11 +323,11 @@ def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: 
                     else:
                         pool.start(trial.number)
                     continue
-                if running == 0 and busy == 0:
+                if count.running == 0 and busy == 0:
                     return  # the study has its trials, and nothing runs anywhere
             for end in pool.wait(1.0) if pool else []:
                 _tell(study, end.number, sweep_dir, end.code, end.reply, end.seconds, full_seconds, settings, emit)
-            if pool is None and running:
+            if pool is None and count.running:
                 time.sleep(1.0)  # in-process mode waiting on other machines' trials
             if time.time() - tended > TEND_EVERY:
                 studies.tend(study, pool.running() if pool else [], me, settings.stale_seconds)
@@ -404,7 +408,8 @@ def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, fronti
     higher = full["higher_is_better"]
     rows = []
     for t in study.get_trials(deepcopy=False):
-        if t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING) or t.user_attrs.get(studies.INTERRUPTED):
+        if t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING) or t.user_attrs.get(studies.INTERRUPTED) \
+                or t.user_attrs.get(studies.SURPLUS):
             continue
         a = t.user_attrs
         run = {"metric": full["metric"], "higher_is_better": higher, "curve": a.get("curve", [])}
@@ -416,7 +421,8 @@ def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, fronti
     complete = [r for r in rows if r["state"] == "complete"]
     front = non_dominated(complete, higher)
     points = [{"kind": "baseline", "fraction": p["fraction"], "value": (p["final"] or {}).get(p["metric"]),
-               "train_seconds": p["train_seconds"]} for p in frontier["points"]]
+               "train_seconds": p["train_seconds"], "optimizer_steps": p.get("optimizer_steps")}
+              for p in frontier["points"]]
     feasible = [r for r in complete if settings.max_time_ratio is None or (r["time_ratio"] or 0) <= settings.max_time_ratio]
     candidates = [{"kind": "trial", **r} for r in feasible] + points
     reached = [c for c in candidates if c["value"] is not None and target is not None

@@ -123,8 +123,40 @@ def test_a_silent_machines_trial_is_queued_again_once(tmp_path: Path) -> None:
     studies.tend(study, [], "there:/z", stale_seconds=60)  # a third machine notices too: nothing more happens
     states = [t.state.name for t in study.get_trials(deepcopy=False)]
     assert states == ["FAIL", "WAITING"]
-    assert studies.counted(study) == (0, 0)  # the interrupted trial does not count; its copy is still to run
+    count = studies.counted(study)
+    assert (count.finished, count.running, count.waiting, count.taken) == (0, 0, 1, 1)  # counted once, as its copy
     assert study.ask(dist).params == trial.params  # the next trial asked for is that copy
+
+
+def test_between_a_requeues_two_writes_the_interrupted_trial_still_holds_its_place(tmp_path: Path,
+                                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # the race CI met: a machine counting after the failure and before the copy was queued saw a free place, asked,
+    # got a fresh sample (a grid point run twice) and the copy never ran
+    study = studies.open_study(SweepSettings(study="s"), tmp_path, True, None)
+    dist = {"beta": optuna.distributions.FloatDistribution(0.5, 4, log=True)}
+    trial = study.ask(dist)
+    trial.set_user_attr(studies.ALIVE, 0.0)
+    seen = []
+    queue = study.enqueue_trial
+    monkeypatch.setattr(study, "enqueue_trial", lambda *a, **k: (seen.append(studies.counted(study)), queue(*a, **k)))
+    studies.tend(study, [], "here:/y", stale_seconds=60)
+    assert [(c.running, c.waiting, c.taken) for c in seen] == [(0, 0, 1)]  # failed, not yet copied: still taken
+    assert studies.counted(study).taken == 1
+
+
+def test_a_fresh_trial_that_overfills_the_study_gives_way_and_a_queued_one_never_does(tmp_path: Path) -> None:
+    dist = {"beta": optuna.distributions.CategoricalDistribution([0.5, 1.0])}
+    study = studies.open_study(SweepSettings(study="g"), tmp_path, True, None)
+    studies.enqueue(study, {"beta": 1.0})
+    queued, fresh = study.ask(dist), study.ask(dist)  # the second machine lost the race for the one queued trial
+    assert not studies.surplus(study, queued, trials=1, grid=True)
+    assert studies.surplus(study, fresh, trials=1, grid=True)  # a grid runs its points only, each once
+    assert studies.counted(study).numbers == (queued.number,)
+    study = studies.open_study(SweepSettings(study="t"), tmp_path, True, None)
+    first, second = study.ask(dist), study.ask(dist)  # two machines both saw the last free place
+    assert not studies.surplus(study, first, trials=1, grid=False)
+    assert studies.surplus(study, second, trials=1, grid=False)
+    assert [t.state.name for t in study.get_trials()] == ["RUNNING", "FAIL"]
 
 
 def test_machines_sharing_a_storage_sample_apart_and_one_machine_reproducibly(tmp_path: Path) -> None:

@@ -1,0 +1,84 @@
+"""The n-gram relevance reference: target-like texts score low, it trains nothing, and recipes that cannot use it are
+refused in one line."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+import siftcli.reference as reference_mod
+from siftcli.builders import build_workload
+from siftcli.config import validate_recipe
+from siftcli.errors import SiftcliError
+from siftcli.ngram import cross_entropy_difference, ngrams
+from tests.conftest import make_text_rows, tiny_recipe_dict
+
+NEWS = ["stocks", "market", "shares", "bank", "profit", "league", "match", "season", "election", "minister"]
+
+
+def _row(ids: list[int]) -> dict:
+    return {"input_ids": [101, *ids, 102], "labels": 0}
+
+
+def test_pool_texts_drawn_like_the_target_score_below_every_other_text() -> None:
+    rng = random.Random(0)
+    target_words, other_words = list(range(1000, 1050)), list(range(2000, 2050))
+    target = [_row(rng.choices(target_words, k=8)) for _ in range(40)]
+    pool = [_row(rng.choices(target_words if i % 3 == 0 else other_words, k=rng.randint(3, 12))) for i in range(60)]
+    scores = cross_entropy_difference(target, pool)
+    inside = scores[[i for i in range(60) if i % 3 == 0]]
+    outside = scores[[i for i in range(60) if i % 3]]
+    assert scores.dtype == torch.float32 and inside.max() < outside.min()
+    assert cross_entropy_difference(target, [_row([])]).tolist() == [0.0]  # markers only: no evidence either way
+    with pytest.raises(ValueError, match="needs target texts"):
+        cross_entropy_difference([], pool)
+
+
+def test_bigrams_are_hashed_apart_from_unigrams_so_word_order_counts() -> None:
+    assert ngrams([5, 6]).tolist()[:2] == [5, 6] and ngrams([5, 6]).numel() == 3
+    forward = _row([7, 8, 7, 8, 7, 8])
+    scores = cross_entropy_difference([forward] * 5, [forward, _row([8, 7, 8, 7, 8, 7])])
+    assert scores[0] < scores[1]  # the same words, in the target's order, look more like it
+
+
+def _two_domain_data(tmp_path: Path) -> tuple[Path, Path]:
+    rng = random.Random(1)
+    pool = tmp_path / "pool.csv"
+    lines = ["text,label"]
+    for i, (text, label) in enumerate(make_text_rows(120, seed=2)):  # a third like the target, two thirds news
+        lines.append(f"{text},{label}" if i % 3 == 0 else f"{' '.join(rng.choices(NEWS, k=5))},{label}")
+    pool.write_text("\n".join(lines) + "\n")
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("\n".join(["text,label"] + [f"{t},{y}" for t, y in make_text_rows(30, seed=3)]) + "\n")
+    return pool, holdout
+
+
+def test_an_ngram_reference_ranks_target_texts_first_and_trains_nothing(tmp_path: Path, monkeypatch) -> None:
+    from siftcli.arms import lowest
+
+    pool, holdout = _two_domain_data(tmp_path)
+    monkeypatch.setattr(reference_mod, "train", lambda *a, **k: pytest.fail("an n-gram reference trains no model"))
+    recipe = validate_recipe(tiny_recipe_dict(pool, **{
+        "sift.score": "reference",
+        "sift.reference.kind": "ngram", "sift.reference.holdout_source": str(holdout)}))
+    workload = build_workload(recipe)
+    built, runs = reference_mod.reference_for(workload, recipe)
+    assert runs == [] and built.kind == "ngram" and not built.cached
+    texts = [r for r in workload.train_data]
+    kept = lowest(built.losses, 0.3)
+    news_ids = set(workload.processor(" ".join(NEWS), add_special_tokens=False)["input_ids"])
+    on_target = [not (set(texts[i]["input_ids"][1:-1]) <= news_ids) for i in kept]
+    assert sum(on_target) == len(kept)  # a perfect filter on this pool: every kept text is the target's kind
+    again, _ = reference_mod.reference_for(build_workload(recipe), recipe)
+    assert again.cached and torch.equal(again.losses, built.losses)
+
+
+def test_recipes_that_cannot_use_an_ngram_reference_are_refused(text_csv: Path) -> None:
+    for changes, expected in (({"sift.reference.kind": "ngram"}, "kind ngram needs exactly one of holdout_source"),
+                              ({"sift.reference.kind": "ngram", "sift.reference.holdout_fraction": 0.2,
+                                "sift.score": "reducible"}, "not a loss that score reducible can subtract")):
+        with pytest.raises(SiftcliError, match=expected):
+            validate_recipe(tiny_recipe_dict(text_csv, **changes))
