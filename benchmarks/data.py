@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -165,4 +166,37 @@ def unlabeled_sst2() -> Path:
         lines = (SHARED / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out, "\n".join(line.rsplit("\t", 1)[0] for line in lines) + "\n")
+    return out
+
+
+def digits(size: int = 16, evaluation: int = 797) -> Path:
+    """scikit-learn's bundled handwritten digits (1,797 8x8 images, 10 classes: a real image set that needs no
+    download) as ``save_to_disk`` folders ``train`` and ``eval`` of ``size`` x ``size`` greyscale images (upscaled,
+    so a random crop of a padded image moves a digit by whole pixels), split once (seed 0), plus ``processor``: a ViT
+    image processor at that size. The digits regime's teacher and student read them (``recipes/benchmarks/digits-*``)."""
+    import datasets
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+    from transformers import ViTImageProcessor
+
+    out = DATA / f"digits-{size}"
+    if (out / "train" / "dataset_info.json").exists():
+        return out
+    bunch = load_digits()
+    order = list(range(len(bunch.target)))
+    random.Random(0).shuffle(order)
+    pixels = (bunch.images * (255 / 16)).round().astype(np.uint8)
+
+    def split(indices: list[int]) -> Any:
+        images = [Image.fromarray(pixels[i]).resize((size, size), Image.NEAREST) for i in indices]
+        return datasets.Dataset.from_dict({"image": images, "label": [int(bunch.target[i]) for i in indices]})
+
+    out.mkdir(parents=True, exist_ok=True)
+    ViTImageProcessor(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3).save_pretrained(
+        out / "processor")
+    for name, indices in (("eval", order[:evaluation]), ("train", order[evaluation:])):  # train last: it marks done
+        shutil.rmtree(out / name, ignore_errors=True)
+        split(indices).save_to_disk(str(out / f"{name}.tmp"))
+        (out / f"{name}.tmp").replace(out / name)
     return out
