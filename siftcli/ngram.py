@@ -43,12 +43,11 @@ def ngrams(ids: list[int], buckets: int = BUCKETS) -> torch.Tensor:
     return torch.cat([t, bigrams]) % buckets
 
 
-def log_probs(texts: list[list[int]], buckets: int = BUCKETS) -> torch.Tensor:
-    """Add-one smoothed log probability of every bucket under the n-grams of ``texts``."""
+def log_probs(grams: list[torch.Tensor], buckets: int = BUCKETS) -> torch.Tensor:
+    """Add-one smoothed log probability of every bucket under the texts' n-gram buckets ``grams``."""
     counts = torch.zeros(buckets, dtype=torch.float64)
-    for ids in texts:
-        grams = ngrams(ids, buckets)
-        counts.index_add_(0, grams, torch.ones(grams.numel(), dtype=torch.float64))
+    for g in grams:
+        counts.index_add_(0, g, torch.ones(g.numel(), dtype=torch.float64))
     return torch.log((counts + 1.0) / (counts.sum() + buckets))
 
 
@@ -58,11 +57,11 @@ def cross_entropy_difference(target: list[dict[str, Any]], pool: list[dict[str, 
     a text with no tokens scores 0 (no evidence either way)."""
     if not target:
         raise ValueError("an n-gram reference needs target texts (the holdout is empty)")
-    texts = _texts(target + pool)
-    diff = log_probs(texts[len(target):], buckets) - log_probs(texts[: len(target)], buckets)
+    grams = [ngrams(ids, buckets) for ids in _texts(target + pool)]  # hashed once: counted, then scored
+    target_grams, pool_grams = grams[: len(target)], grams[len(target):]
+    diff = log_probs(pool_grams, buckets) - log_probs(target_grams, buckets)
     out = torch.zeros(len(pool), dtype=torch.float64)
-    for i, ids in enumerate(texts[len(target):]):
-        grams = ngrams(ids, buckets)
-        if grams.numel():
-            out[i] = diff[grams].mean()
+    for i, g in enumerate(pool_grams):
+        if g.numel():
+            out[i] = diff[g].mean()
     return out.float()

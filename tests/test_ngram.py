@@ -67,7 +67,7 @@ def test_an_ngram_reference_ranks_target_texts_first_and_trains_nothing(tmp_path
     workload = build_workload(recipe)
     built, runs = reference_mod.reference_for(workload, recipe)
     assert runs == [] and built.kind == "ngram" and not built.cached
-    texts = [r for r in workload.train_data]
+    texts = workload.train_data
     kept = lowest(built.losses, 0.3)
     news_ids = set(workload.processor(" ".join(NEWS), add_special_tokens=False)["input_ids"])
     on_target = [not (set(texts[i]["input_ids"][1:-1]) <= news_ids) for i in kept]
@@ -79,6 +79,9 @@ def test_an_ngram_reference_ranks_target_texts_first_and_trains_nothing(tmp_path
 def test_recipes_that_cannot_use_an_ngram_reference_are_refused(text_csv: Path) -> None:
     for changes, expected in (({"sift.reference.kind": "ngram"}, "kind ngram needs exactly one of holdout_source"),
                               ({"sift.reference.kind": "ngram", "sift.reference.holdout_fraction": 0.2,
-                                "sift.score": "reducible"}, "not a loss that score reducible can subtract")):
+                                "sift.score": "reducible"}, "not a loss that score reducible can subtract"),
+                              ({"task": "image-classification", "loss": "auto", "model.source": "config:vit",
+                                "sift.reference.kind": "ngram", "sift.reference.holdout_fraction": 0.2},
+                               "counts token n-grams; task 'image-classification' has image inputs")):
         with pytest.raises(SiftcliError, match=expected):
             validate_recipe(tiny_recipe_dict(text_csv, **changes))
