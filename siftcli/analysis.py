@@ -170,7 +170,7 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
     over = (seeds or {}).get("vs", {})
     outcomes = {arm: _outcome(v.get("diff"), over.get(arm), m.unit) for arm, v in pair.get("vs", {}).items() if arm != "baseline"}
     for arm, (status, text) in outcomes.items():
-        parts.append(f"against {OPPONENT_NAMES.get(arm, arm)}: {status} ({text})")
+        parts.append(f"against {_opponent_name(arm)}: {status} ({text})")
     # an opponent that beat sifting, else one it could not be told from (the simpler path did as well): say what to do
     lost = [arm for arm, (status, _) in outcomes.items() if status in ("lost", "matched or beat it")]
     lost += [arm for arm, (status, _) in outcomes.items() if status == "within noise"]
@@ -216,6 +216,14 @@ _STATUS_WORDS = {"beats": "ahead beyond two paired standard errors", "loses": "b
                  "within noise": "within the noise", "too few seeds": f"too few seeds to tell (needs {MIN_SEEDS}, with spread)"}
 
 
+def _opponent_name(arm: str) -> str:
+    """How the verdict names an opponent; a variant (``static-filter:fraction=0.33``) by its row, with its settings."""
+    base, _, spec = arm.partition(":")
+    if base == "static-filter" and spec:
+        return f"a wider fraction chosen once by the reference and trained for the same steps ({spec})"
+    return OPPONENT_NAMES.get(base, arm) + (f" ({spec})" if spec and base in OPPONENT_NAMES else "")
+
+
 def _se(stat: dict[str, Any]) -> str:
     return "n/a" if not math.isfinite(stat.get("se", math.nan)) else f"{stat['se']:.2f} SE"
 
@@ -234,6 +242,11 @@ def _outcome(single: float | None, over_seeds: dict[str, Any] | None, unit: str)
 
 def _instead(arm: str, keep: float | None) -> str:
     """What to do instead of sifting, from the opponent that matched or beat it."""
+    base, _, spec = arm.partition(":")
+    if base == "static-filter" and spec.startswith("fraction="):
+        return (f"Filter once, wider, and train less: the fraction {spec.partition('=')[2]} chosen once by the reference "
+                f"and trained for the sifted run's steps did as well; siftcli filter RECIPE --keep {spec.partition('=')[2]} "
+                f"-o kept.csv writes it, then train on kept.csv with max_steps set to that many steps")
     k = f"{keep:.2g}" if keep else "F"
     return {"equal-time": "Train less: a baseline given the sifted run's time did as well",
             "random-keep": "Selection did not pay: keeping the same fraction at random did as well; train on a random subset",

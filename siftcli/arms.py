@@ -115,8 +115,35 @@ def _random_keep(ctx: SeedContext, name: str) -> Plan:
 
 def _static_filter(ctx: SeedContext, name: str) -> Plan:
     """The subject's overall kept fraction, chosen once before training: the samples with the lowest reference loss
-    (what the reference finds learnable and on target). The offline alternative a careful user would try."""
-    return Plan(ctx.recipe, subset=lowest(ctx.reference(name).losses, kept_fraction(ctx.runs[ctx.subject])), pays_reference=True)
+    (what the reference finds learnable and on target). The offline alternative a careful user would try.
+
+    ``static-filter:fraction=F`` keeps the lowest ``F`` instead and trains for the subject's optimizer steps (schedule
+    fully decayed there): the same compute spread over a wider, fixed subset. A filter that must match the subject's
+    per-epoch fraction sees fewer distinct samples than an online draw that changes every epoch; this one does not, so
+    it is the static opponent a careful user who filters once and trains less would pick."""
+    fraction = _static_fraction(name)
+    subset = lowest(ctx.reference(name).losses, kept_fraction(ctx.runs[ctx.subject]) if fraction is None else fraction)
+    if fraction is None:
+        return Plan(ctx.recipe, subset=subset, pays_reference=True)
+    steps = max(1, int(ctx.runs[ctx.subject]["optimizer_steps"]))
+    per_epoch = max(1, len(subset) // ctx.recipe.batch_size)
+    recipe = ctx.recipe.model_copy(update={"max_steps": steps, "epochs": max(ctx.recipe.epochs, float(math.ceil(steps / per_epoch)))})
+    return Plan(recipe, subset=subset, pays_reference=True)
+
+
+def _static_fraction(name: str) -> float | None:
+    changes = _changes(name)
+    unknown = sorted(set(changes) - {"fraction"})
+    if unknown:
+        raise SiftcliError(f"--arm {name!r}: static-filter takes only fraction=F (got {', '.join(unknown)})")
+    fraction = changes.get("fraction")
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1):
+        raise SiftcliError(f"--arm {name!r}: fraction must be a number in (0, 1]")
+    return None if fraction is None else float(fraction)
+
+
+def _check_static(recipe: Recipe, name: str) -> None:
+    _static_fraction(name)
 
 
 def lowest(losses: Any, keep: float) -> list[int]:
@@ -203,8 +230,9 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
         ("baseline", "subject")),
     Arm("random-keep", "the sifted run's kept fraction chosen at random: the value of selection", _random_keep, ("subject",),
         sifts=True),
-    Arm("static-filter", "the sifted run's kept fraction chosen once by the reference's loss, before training", _static_filter,
-        ("subject",)),
+    Arm("static-filter", "the sifted run's kept fraction chosen once by the reference's loss, before training "
+        "(static-filter:fraction=F: the lowest F, trained for the sifted run's steps)", _static_filter, ("subject",),
+        check=_check_static),
     Arm("dedup", "near-copies dropped once before training (dedup:threshold=0.7), the rest on the full schedule", _dedup,
         check=_check_dedup),
     Arm("target-only", "only the rows of data.target_group: the ceiling of filtering a mixed pool", _target_only,

@@ -61,6 +61,25 @@ def test_static_filter_keeps_the_lowest_reference_losses_at_the_sifted_fraction(
     assert paid.seconds == 0.0 and paid.cached and paid.summary()["build_seconds"] == 3.0  # amortised, cost kept beside
 
 
+def test_a_wider_static_filter_trains_for_the_subjects_steps_and_bad_fractions_are_one_line(text_csv: Path) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reducible"}))
+    workload = build_workload(recipe)
+    n = len(workload.train_data)
+    ctx = SeedContext(recipe, workload, {})
+    ctx._reference, ctx._owner = Reference(torch.arange(n, 0, -1).float(), 3.0), "sifted"
+    ctx.runs["sifted"] = {"keep": {"achieved": 0.25}, "optimizer_steps": 7}
+    plan = ARMS["static-filter"].derive(ctx, "static-filter:fraction=0.5")
+    k = round(0.5 * n)
+    assert plan.subset == list(range(n - k, n)) and plan.pays_reference  # the lowest half, not the subject's quarter
+    assert plan.recipe.max_steps == 7  # the same compute as the subject
+    assert plan.recipe.epochs * (k // recipe.batch_size) >= 7  # enough epochs to reach those steps
+    assert ARMS["static-filter"].derive(ctx, "static-filter").recipe.max_steps is None  # the default: full schedule
+    for bad, said in (("fraction=1.5", "fraction must be a number in"), ("fraction=yes", "fraction must be a number in"),
+                      ("keep=0.3", "takes only fraction=F")):
+        with pytest.raises(SiftcliError, match=said):
+            ARMS["static-filter"].check(recipe, f"static-filter:{bad}")  # type: ignore[misc]
+
+
 def test_a_plan_gives_each_seed_its_own_weights_and_every_arm_of_a_seed_the_same(text_csv: Path, tmp_path: Path) -> None:
     recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=1, **{"eval.every_steps": None}))
     starts: dict[tuple[int, str], torch.Tensor] = {}
