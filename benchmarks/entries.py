@@ -114,6 +114,25 @@ ENTRIES = (
               "trains on the pool's AG News rows alone (the ceiling of a perfect filter).",
     ),
     Entry(
+        name="relevance-news-ngram",
+        title="Relevance with a reference that costs nothing, four labels: AG News topics from a pool that is two thirds "
+              "movie reviews, ranked by n-gram likelihood ratio",
+        recipe="recipes/benchmarks/relevance-news.yaml",
+        arms=("baseline", "sifted", "equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33",
+              "target-only"),
+        overrides=_NGRAM,
+        prepare=lambda: data.relevance_news(600, 1200, 400, 2000),
+        extra={"target_group": "agnews"},
+        opponents=("equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33"),
+        about="The four-label relevance regime's pool and target (AG News topics, 2,000 texts of AG News's test split; "
+              "600 AG News training texts and 1,200 MR sentences each given a random topic; pretrained MiniLM) with the "
+              "settings of `relevance-ngram`, fixed before this regime ran: 4 epochs, batch 16, the n-gram reference "
+              "(`sift.reference.kind: ngram`, the 400 held-out AG News texts against the pool, ranked within each topic), "
+              "`sifted` drawing a sixth of each raw batch by it (calibrated, beta 8), the static filter keeping the "
+              "lowest sixth once, `static-filter:fraction=0.33` the lowest third once trained for the sifted run's "
+              "steps, and target-only the pool's AG News rows alone.",
+    ),
+    Entry(
         name="redundancy",
         title="Redundancy over many epochs: near-copies of a few sentences, 10 epochs",
         recipe="recipes/benchmarks/redundancy-mr.yaml",
