@@ -40,6 +40,10 @@ _ENTROPY = ("sift.score=entropy", "sift.keep_fraction=0.28")
 _NGRAM = ("sift.reference.kind=ngram", "sift.reference.balance=label", "sift.keep_fraction=0.1667", "sift.beta=8",
           "batch_size=16", "epochs=4")
 
+#: The teacher on a quarter of each batch, the student's most unsure (entropy from its training forward), every
+#: sample trained; a quarter so that the teacher's share (about 0.76 of plain distillation here) fits half the time.
+_GATE = "variant:distill.teacher_fraction=0.25"
+
 def _digits_teacher() -> None:
     """The digits data and the image teacher (a 6-layer, 192-wide ViT), trained once into runs/digits-teacher."""
     from siftcli.config import load_recipe
@@ -195,6 +199,26 @@ ENTRIES = (
               "`sifted` keeps a third of each raw batch after the first fifth of the run (calibrated, beta 2; set before "
               "any run, so that the kept fraction fits half the time) by the student's loss (remembered, rescored when "
               "over an epoch old) and runs the teacher on kept samples only. Every teacher forward is on its arm's clock.",
+    ),
+    Entry(
+        name="distill-augmented-gate",
+        title="Distillation where the teacher cannot be cached: the teacher on the student's unsure quarter, every "
+              "sample trained",
+        recipe="recipes/benchmarks/sst2-distill.yaml",
+        overrides=_AUGMENTED[:2] + ("sift.enabled=false",),
+        arms=("baseline", _GATE, _GATE + ",distill.teacher_score=random", "variant:distill=", "equal-time"),
+        subjects=(_GATE,),
+        opponents=("baseline", "equal-time", _GATE + ",distill.teacher_score=random", "variant:distill="),
+        prepare=_teacher,
+        about=_DISTILL_ARMS_ABOUT + " Every epoch 15% of each sentence's tokens are masked anew (`data.augment`), so "
+              "the teacher cannot be cached: `baseline` is plain distillation, the teacher on every sample every epoch. "
+              "No arm drops samples: the subject (`distill.teacher_fraction: 0.25`) trains the student on every sample "
+              "and runs the teacher on a quarter of each batch only, drawn by the entropy of the student's own "
+              "prediction from its training forward (calibrated, beta 2: choosing costs nothing), the other three "
+              "quarters training on their labels alone; `teacher_score=random` draws that quarter at random (the "
+              "control); `variant:distill=` trains the student on labels alone (no teacher); `equal-time` is plain "
+              "distillation given the subject's time. Settings fixed before any run. Every teacher forward is on its "
+              "arm's clock.",
     ),
     Entry(
         name="distill-digits",

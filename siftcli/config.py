@@ -242,6 +242,14 @@ class DistillSpec(_Strict):
                                                          "inputs do not change between epochs: no data.augment)")
     cache_top_k: int | None = Field(default=None, ge=1, description="cache the top k outputs and the remaining mass (large outputs)")
     cache_memory_mb: float = Field(default=1024, gt=0, description="above this the cache lives in a file in the run folder")
+    teacher_fraction: float | None = Field(default=None, gt=0, le=1, description=(
+        "run the teacher on this fraction of each trained batch only, chosen by the student's own uncertainty "
+        "(teacher_score) from its training forward, at no extra cost; the other samples train on their labels alone. "
+        "Default: the teacher on every trained sample"))
+    teacher_score: Literal["entropy", "margin", "random"] = Field(default="entropy", description=(
+        "how teacher_fraction chooses: the student's entropy or margin (unsure first, percentile ** teacher_beta "
+        "against recent batches), or random (the control)"))
+    teacher_beta: float = Field(default=2.0, gt=0, description="teacher_fraction's preference for unsure samples")
 
     _finite = field_validator("temperature")(classmethod(lambda cls, v: _finite_number(v)))
 
@@ -345,6 +353,9 @@ class Recipe(_Strict):
             if self.distill.cache and self.data.augment is not None:
                 raise ValueError("distill.cache true with data.augment: the inputs change every epoch, so a cached teacher "
                                  "output would be of another input; leave distill.cache out (it is then off)")
+            if self.distill.teacher_fraction is not None and self.distill.alpha >= 1:
+                raise ValueError("distill.teacher_fraction with alpha 1: the samples the teacher skips would have no "
+                                 "target; set alpha below 1 (they train on their labels) or sift the samples instead")
             if self.distill.cache is None:
                 self.distill.cache = self.data.augment is None  # on wherever it is exact
         return self

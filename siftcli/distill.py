@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from siftcli.errors import SiftcliError, first_line
+from siftcli.sift.losses import uncertainty
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor | None, temperature: float,
@@ -104,12 +105,20 @@ class TeacherCache:
 
 class DistillLoss:
     """``(model, batch) -> Tensor[n]``: the student's forward, the frozen teacher's forward (counted and timed),
-    and :func:`kd_loss`. The teacher is in eval mode, outside the optimizer, under ``inference_mode``."""
+    and :func:`kd_loss`. The teacher is in eval mode, outside the optimizer, under ``inference_mode``.
 
-    def __init__(self, teacher: torch.nn.Module, temperature: float, alpha: float, cache: TeacherCache | None = None) -> None:
+    With a ``gate`` (a :class:`~siftcli.sift.sifter.Sifter`: the same engine that sifts samples, here choosing teacher
+    queries), the teacher runs only on the rows the gate keeps, ranked by ``score`` (the student's entropy or margin,
+    read off the training forward's own logits, so choosing costs nothing); the other rows train on their label alone.
+    Where the teacher costs many times the student and cannot be cached, this spends it where the student is unsure
+    while every sample still trains (UNIXKD's idea, without dropping samples from the student's epochs)."""
+
+    def __init__(self, teacher: torch.nn.Module, temperature: float, alpha: float, cache: TeacherCache | None = None,
+                 gate: Any = None, score: str = "entropy") -> None:
         self.teacher = teacher.eval().requires_grad_(False)
         self.temperature, self.alpha = temperature, alpha
         self.cache = cache
+        self.gate, self.score = gate, score
         self.indices: torch.Tensor | None = None  # the next batch's sample indices (the loop sets them; the cache needs them)
         self.samples = 0  # teacher forwards, in samples
         self.seconds = 0.0
@@ -118,6 +127,21 @@ class DistillLoss:
         inputs = {k: v for k, v in batch.items() if k != "labels" and isinstance(v, torch.Tensor)}
         student = model(**inputs).logits
         indices, self.indices = self.indices, None
+        if self.gate is None:
+            return self._distilled(student, inputs, batch.get("labels"), indices)
+        n = student.shape[0]
+        taught = self.gate.decide(None if self.score == "random" else uncertainty(student.detach(), self.score), n)
+        loss = F.cross_entropy(student.float(), batch["labels"].long(), reduction="none")
+        rows = taught.nonzero().flatten().to(student.device)
+        if rows.numel():
+            sub = _rows(inputs, rows, n)
+            distilled = self._distilled(student[rows], sub, batch["labels"][rows],
+                                        None if indices is None else indices[rows.cpu()])
+            loss = loss.index_put((rows,), distilled)
+        return loss
+
+    def _distilled(self, student: torch.Tensor, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None,
+                   indices: torch.Tensor | None) -> torch.Tensor:
         n = student.shape[0]
         t0 = time.perf_counter()
         if self.cache is not None and indices is not None and indices.numel() == n:
@@ -136,7 +160,7 @@ class DistillLoss:
             log_p_t = self._teacher(inputs)
         self.seconds += time.perf_counter() - t0
         self.samples += int(todo.numel())
-        return kd_loss_from_log_probs(student, log_p_t, batch.get("labels"), self.temperature, self.alpha)
+        return kd_loss_from_log_probs(student, log_p_t, labels, self.temperature, self.alpha)
 
     def _teacher(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.inference_mode():
@@ -146,22 +170,35 @@ class DistillLoss:
         return F.log_softmax(logits.float() / self.temperature, dim=-1).clone()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"cache": self.cache.state_dict() if self.cache is not None else None}
+        return {"cache": self.cache.state_dict() if self.cache is not None else None,
+                "gate": self.gate.state_dict() if self.gate is not None else None}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if self.cache is not None and state.get("cache"):
             self.cache.load_state_dict(state["cache"])
+        if self.gate is not None and state.get("gate"):
+            self.gate.load_state_dict(state["gate"])
 
 
-def distill_loss(spec: Any, workload: Any, device: torch.device, run_dir: Path | None) -> DistillLoss:
+def distill_loss(spec: Any, workload: Any, device: torch.device, run_dir: Path | None, seed: int = 0) -> DistillLoss:
     """The training loss of a ``distill`` recipe section: the workload's teacher on ``device``, with its cache (by
-    sample index; spilled into the run folder when larger than ``cache_memory_mb``) unless ``cache`` is off."""
+    sample index; spilled into the run folder when larger than ``cache_memory_mb``) unless ``cache`` is off, and with
+    ``teacher_fraction`` its gate: the sifting engine in calibrated (or, for the control, random) mode, seeded apart
+    from the training order."""
+    from siftcli.sift.sifter import SiftConfig, Sifter
+
     cache = None
     if spec.cache:
         classes = len(workload.label_names or []) or int(getattr(workload.teacher.config, "num_labels", 0))
         cache = TeacherCache(len(workload.train_data), classes, spec.cache_top_k, spec.cache_memory_mb * 2**20,
                              run_dir / "teacher-cache" if run_dir else None)
-    return DistillLoss(workload.teacher.to(device), spec.temperature, spec.alpha, cache)
+    gate = None
+    if spec.teacher_fraction is not None:
+        random = spec.teacher_score == "random"
+        gate = Sifter(SiftConfig(beta=spec.teacher_beta, mode="random" if random else "calibrated",
+                                 score="loss" if random else spec.teacher_score, keep_fraction=spec.teacher_fraction,
+                                 seed=seed + 7_919))
+    return DistillLoss(workload.teacher.to(device), spec.temperature, spec.alpha, cache, gate, spec.teacher_score)
 
 
 def _rows(inputs: dict[str, torch.Tensor], rows: torch.Tensor, n: int) -> dict[str, torch.Tensor]:

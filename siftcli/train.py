@@ -258,7 +258,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     if recipe.distill is not None:
         from siftcli.distill import distill_loss
 
-        train_loss = distill_loss(recipe.distill, workload, device, run_dir)
+        train_loss = distill_loss(recipe.distill, workload, device, run_dir, recipe.seed)
         parts["teacher"] = train_loss
     budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
     state = RunState()

@@ -175,3 +175,49 @@ def test_an_unlabelled_pool_distils_with_the_students_uncertainty(tmp_path: Path
         build_workload(validate_recipe(tiny_recipe_dict(pool, distill=distill, **{"data.eval_source": str(text_csv)})))
     with pytest.raises(Exception, match="column 'label' not found in the train data"):  # without distillation: labels needed
         build_workload(validate_recipe(tiny_recipe_dict(pool, **{"data.eval_source": str(text_csv)})))
+
+
+def test_a_teacher_fraction_runs_the_teacher_on_the_unsure_share_and_the_rest_trains_on_labels(
+        tmp_path: Path, text_csv: Path, teacher_dir: Path) -> None:
+    from siftcli.distill import distill_loss, kd_loss
+    from siftcli.sift.losses import uncertainty
+
+    spec = {"teacher": str(teacher_dir), "cache": False, "teacher_fraction": 0.25, "teacher_beta": 50.0}
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, distill=spec, **{"sift.enabled": False}))
+    workload = build_workload(recipe)
+    loss = distill_loss(recipe.distill, workload, torch.device("cpu"), None, seed=3)
+    batch = workload.collate([workload.train_data[i] for i in range(16)])
+    inputs = {k: v for k, v in batch.items() if k != "labels"}
+    taught: list[int] = []
+    workload.teacher.register_forward_hook(lambda m, a, k, out: taught.append(k["input_ids"].shape[0]), with_kwargs=True)
+    model = workload.model.eval()
+    for _ in range(3):  # the first batch fills the gate's history; later ones rank against it
+        out = loss(model, batch)
+    assert taught == [4, 4, 4] and loss.samples == 12  # exactly a quarter of each batch, never the rest
+    with torch.no_grad():
+        logits = model(**inputs).logits
+        teacher = workload.teacher(**inputs).logits
+    ce = torch.nn.functional.cross_entropy(logits, batch["labels"], reduction="none")
+    kd = kd_loss(logits, teacher, batch["labels"], recipe.distill.temperature, recipe.distill.alpha)
+    is_kd = torch.isclose(out, kd, atol=1e-5) & ~torch.isclose(out, ce, atol=1e-5)
+    assert int(is_kd.sum()) == 4 and torch.allclose(out[~is_kd], ce[~is_kd], atol=1e-5)
+    unsure = uncertainty(logits)  # a steep preference (beta 50): the taught rows are among the most unsure
+    assert unsure[is_kd].min() >= unsure.kthvalue(16 - 8).values
+    state = loss.state_dict()
+    again = distill_loss(recipe.distill, workload, torch.device("cpu"), None, seed=3)
+    again.load_state_dict(state)  # resume: the gate's history and generator come back
+    assert torch.equal(again(model, batch), loss(model, batch))
+
+
+def test_a_random_teacher_fraction_is_the_control_and_alpha_one_is_refused(tmp_path: Path, text_csv: Path,
+                                                                           teacher_dir: Path) -> None:
+    spec = {"teacher": str(teacher_dir), "teacher_fraction": 0.5, "teacher_score": "random", "cache": False}
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=2, distill=spec, **{"sift.enabled": False}))
+    _, m = run_train(recipe, output=str(tmp_path / "run"), sift=False)
+    assert m["samples_trained"] == m["raw_samples"]  # every sample trains...
+    assert abs(m["samples_teacher"] - m["samples_trained"] / 2) <= 1  # ...half of them with the teacher
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv, distill={**spec, "alpha": 1.0})))
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "teacher_fraction with alpha 1" in result.output
+    assert len(result.output.strip().splitlines()) == 1

@@ -133,11 +133,16 @@ class Uncertainty:
             output = model(**{k: v for k, v in batch.items() if k != self.label_key and isinstance(v, torch.Tensor)})
         else:
             output = model(batch[0] if isinstance(batch, (tuple, list)) else batch)
-        log_p = F.log_softmax(_logits_of(output).float(), dim=-1)
-        if self.kind == "entropy":
-            return -(log_p.exp() * log_p).sum(-1)
-        top = log_p.exp().topk(2, dim=-1).values
-        return 1.0 - (top[:, 0] - top[:, 1])
+        return uncertainty(_logits_of(output), self.kind)
+
+
+def uncertainty(logits: torch.Tensor, kind: str = "entropy") -> torch.Tensor:
+    """Per-row ``entropy`` of ``logits``' softmax, or ``margin``: one minus the gap between the two likeliest classes."""
+    log_p = F.log_softmax(logits.float(), dim=-1)
+    if kind == "entropy":
+        return -(log_p.exp() * log_p).sum(-1)
+    top = log_p.exp().topk(2, dim=-1).values
+    return 1.0 - (top[:, 0] - top[:, 1])
 
 
 hf_loss = HFLoss()
