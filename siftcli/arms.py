@@ -252,6 +252,13 @@ def arm_row(name: str) -> Arm:
     return ARMS[base]
 
 
+def subject_of(arms: list[str]) -> str:
+    """The arm a comparison is about: the first ``sifted`` arm named, else the first ``variant`` (a recipe change such
+    as ``variant:distill.teacher_fraction=0.25`` measured against the baseline and opponents), else ``sifted``."""
+    rows = [(a, a.partition(":")[0]) for a in arms]
+    return next((a for a, row in rows if row == "sifted"), None) or next((a for a, row in rows if row == "variant"), "sifted")
+
+
 def default_arms(recipe: Recipe, quick: bool = False) -> list[str]:
     """The honest default: the equal-time baseline always, the random-keep control whenever the sifted arm selects,
     the static filter whenever it ranks by a reference; ``quick``: baseline and sifted only."""

@@ -243,7 +243,10 @@ def compare(
     if arms and quick:
         raise SiftcliError("--quick runs baseline and sifted only; give it or --arm, not both")
     if arms:  # run_compare refuses an unknown or unrunnable arm in one line, before anything trains
-        arms = ["baseline", "sifted", *[a for a in arms if a not in ("baseline", "sifted")]]
+        from siftcli.arms import subject_of
+
+        subject = subject_of(arms)
+        arms = ["baseline", subject, *[a for a in arms if a not in ("baseline", subject)]]
     with _Progress(not quiet and not json_) as progress:
         run_dir, result = run_compare(cfg, output=output, seeds=seeds, arms=arms or None, quick=quick,
                                       on_event=_events(progress))

@@ -241,13 +241,14 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
                 quick: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
     """The sifted run against the honest opponents (:func:`siftcli.arms.default_arms`, or ``arms``), per seed from that
     seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do."""
-    from siftcli.arms import check_arms, default_arms, run_plan
+    from siftcli.arms import check_arms, default_arms, run_plan, subject_of
     from siftcli.builders import build_workload
 
     if seeds < 1:
         raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
     chosen = arms or default_arms(recipe, quick)
-    check_arms(recipe, chosen)
+    subject = subject_of(chosen)
+    check_arms(recipe, chosen, subject)
     first, run_dir = prepare(recipe, output, "-compare")  # bad data fails before a folder exists
     warning = pilot_check(recipe, first) if pilot else None
     if warning and on_event is not None:
@@ -263,8 +264,8 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
 
     trackers = open_trackers(recipe, run_dir, group=run_dir.name, seeds=seeds, on_event=on_event)
     try:
-        all_runs = run_plan(recipe, chosen, seed_list, run_dir, on_event=trackers.wrap(on_event) if trackers else on_event,
-                            workloads=workloads, live=finished)
+        all_runs = run_plan(recipe, chosen, seed_list, run_dir, subject=subject,
+                            on_event=trackers.wrap(on_event) if trackers else on_event, workloads=workloads, live=finished)
     except BaseException as exc:
         if trackers:
             trackers.abort()  # the arm that was running and the comparison's own run end marked interrupted
@@ -273,7 +274,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
         atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "arms": chosen,
                                                      "runs": [{a: brief(m) for a, m in r.items()} for r in finished if r]})
         raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
-    result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list)
+    result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list, subject)
     result["arms"] = chosen
     result["pilot_warning"] = warning
     result["plots"] = _maybe_plot(run_dir, list(all_runs[0].values()))

@@ -221,3 +221,23 @@ def test_a_random_teacher_fraction_is_the_control_and_alpha_one_is_refused(tmp_p
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 2 and "teacher_fraction with alpha 1" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_compare_measures_a_teacher_fraction_against_plain_distillation(tmp_path: Path, text_csv: Path,
+                                                                        teacher_dir: Path) -> None:
+    import json
+
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv, epochs=1, distill={"teacher": str(teacher_dir), "cache": False},
+                                                    **{"sift.enabled": False, "eval.every_steps": None})))
+    gate = "variant:distill.teacher_fraction=0.5"
+    result = CliRunner().invoke(app, ["compare", str(path), "--arm", gate, "--arm", "variant:distill=", "-o",
+                                      str(tmp_path / "cmp"), "-q"])
+    assert result.exit_code == 0, result.output
+    out = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    runs = out["runs"][0]
+    assert list(runs) == ["baseline", gate, "variant:distill="] and out["pairs"][0]["subject"] == gate  # no sifted arm
+    assert runs["baseline"]["samples_teacher"] == runs["baseline"]["samples_trained"]
+    assert abs(runs[gate]["samples_teacher"] - runs[gate]["samples_trained"] / 2) <= 1
+    assert not runs["variant:distill="].get("samples_teacher")  # labels alone: no teacher
+    assert "variant:distill=" in out["pairs"][0]["vs"]
