@@ -44,6 +44,9 @@ _NGRAM = ("sift.reference.kind=ngram", "sift.reference.balance=label", "sift.kee
 #: sample trained; a quarter so that the teacher's share (about 0.76 of plain distillation here) fits half the time.
 _GATE = "variant:distill.teacher_fraction=0.25"
 
+#: Reducible loss from remembered training-forward losses only (one source, no scoring forward).
+_MEMORY = "sifted:score=reducible,scoring=memory,memory_refresh=train"
+
 def _digits_teacher() -> None:
     """The digits data and the image teacher (a 6-layer, 192-wide ViT), trained once into runs/digits-teacher."""
     from siftcli.config import load_recipe
@@ -97,6 +100,25 @@ ENTRIES = (
               "trains it 4 epochs; `static-filter:fraction=0.33` keeps the lowest third once (what a user who filters "
               "to the relevant share would pick) and trains it for the sifted run's steps (the same compute); "
               "target-only trains on the pool's MR rows alone (the ceiling of a perfect filter).",
+    ),
+    Entry(
+        name="memory-scoring",
+        title="Memory scoring, one source: reducible loss from training-forward losses against fresh scoring (relevance pool)",
+        recipe="recipes/benchmarks/relevance-mr.yaml",
+        arms=("baseline", _MEMORY, "sifted:score=reducible,scoring=fresh"),
+        subjects=(_MEMORY,),
+        opponents=("sifted:score=reducible,scoring=fresh",),
+        prepare=lambda: data.relevance(600, 1200),
+        extra={"target_group": "mr"},
+        about="The relevance regime's pool, target and holdout reference (MR polarity, 2,000 held-out MR sentences; 600 "
+              "MR sentences and 1,200 AG News texts carrying the two labels; pretrained MiniLM, 3 epochs; the reference "
+              "MiniLM's first three layers fine-tuned on 500 other MR sentences, built by the first arm that needs it, "
+              "on its clock). Both sifted arms rank the reducible loss (learner loss minus reference loss) and keep a "
+              "quarter of each raw batch (calibrated, beta 4). `scoring=fresh` scores every raw batch with an eval-mode "
+              "forward; the subject takes its learner losses from memory, every one from the training forward (`memory_"
+              "refresh: train`: one source, no scoring forward at all; the first epoch trains everything, a loss over 1 "
+              "epoch old is renewed by training its sample). What memory scoring must show: within noise of fresh "
+              "scoring, at less cost. The aim line below reads 'beats' for that; the paired difference is what counts.",
     ),
     Entry(
         name="relevance-news",
