@@ -39,6 +39,9 @@ _ENTROPY = ("sift.score=entropy", "sift.keep_fraction=0.28")
 #: from one pilot seed of the MR pool (runs/pilot-ngram-mr, 3 epochs: sifted 76.4, static filter 75.4, random 59.8).
 _NGRAM = ("sift.reference.kind=ngram", "sift.reference.balance=label", "sift.keep_fraction=0.1667", "sift.beta=8",
           "batch_size=16", "epochs=4")
+#: Its opponents: a sixth chosen once (the same fraction), a third chosen once and trained for the same steps.
+_NGRAM_OPPONENTS = ("equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33")
+_NGRAM_ARMS = ("baseline", "sifted", *_NGRAM_OPPONENTS, "target-only")
 
 #: The teacher on a quarter of each batch, the student's most unsure (entropy from its training forward), every
 #: sample trained; a quarter so that the teacher's share (about 0.76 of plain distillation here) fits half the time.
@@ -82,12 +85,11 @@ ENTRIES = (
         name="relevance-ngram",
         title="Relevance with a reference that costs nothing: the MR pool ranked by n-gram likelihood ratio",
         recipe="recipes/benchmarks/relevance-mr.yaml",
-        arms=("baseline", "sifted", "equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33",
-              "target-only"),
+        arms=_NGRAM_ARMS,
         overrides=_NGRAM,
         prepare=lambda: data.relevance(600, 1200),
         extra={"target_group": "mr"},
-        opponents=("equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33"),
+        opponents=_NGRAM_OPPONENTS,
         about="The relevance regime's pool and target (MR polarity, 2,000 held-out MR sentences; 600 MR sentences and "
               "1,200 AG News texts carrying the two labels; pretrained MiniLM), 4 epochs, batch 16, with a reference "
               "that trains nothing: `sift.reference.kind: ngram` scores each pool text by how much likelier its token "
@@ -144,12 +146,11 @@ ENTRIES = (
         title="Relevance with a reference that costs nothing, four labels: AG News topics from a pool that is two thirds "
               "movie reviews, ranked by n-gram likelihood ratio",
         recipe="recipes/benchmarks/relevance-news.yaml",
-        arms=("baseline", "sifted", "equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33",
-              "target-only"),
+        arms=_NGRAM_ARMS,
         overrides=_NGRAM,
         prepare=lambda: data.relevance_news(600, 1200, 400, 2000),
         extra={"target_group": "agnews"},
-        opponents=("equal-time", "random-keep", "static-filter", "static-filter:fraction=0.33"),
+        opponents=_NGRAM_OPPONENTS,
         about="The four-label relevance regime's pool and target (AG News topics, 2,000 texts of AG News's test split; "
               "600 AG News training texts and 1,200 MR sentences each given a random topic; pretrained MiniLM) with the "
               "settings of `relevance-ngram`, fixed before this regime ran: 4 epochs, batch 16, the n-gram reference "

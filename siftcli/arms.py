@@ -126,9 +126,7 @@ def _static_filter(ctx: SeedContext, name: str) -> Plan:
     if fraction is None:
         return Plan(ctx.recipe, subset=subset, pays_reference=True)
     steps = max(1, int(ctx.runs[ctx.subject]["optimizer_steps"]))
-    per_epoch = max(1, len(subset) // ctx.recipe.batch_size)
-    recipe = ctx.recipe.model_copy(update={"max_steps": steps, "epochs": max(ctx.recipe.epochs, float(math.ceil(steps / per_epoch)))})
-    return Plan(recipe, subset=subset, pays_reference=True)
+    return Plan(capped(ctx.recipe, steps, len(subset) // ctx.recipe.batch_size), subset=subset, pays_reference=True)
 
 
 def _static_fraction(name: str) -> float | None:
@@ -376,9 +374,12 @@ def equal_time_recipe(recipe: Recipe, baseline: dict[str, Any], sifted: dict[str
     When the sifted run took longer than the baseline (a costly reference, say), the opponent gets
     the extra epochs it needs to fill that time, so the comparison stays one of equal time.
     """
-    steps = equal_time_steps(baseline, sifted)
-    per_epoch = max(1, baseline["optimizer_steps"]) / recipe.epochs
-    return recipe.model_copy(update={"max_steps": steps, "epochs": max(recipe.epochs, float(math.ceil(steps / per_epoch)))})
+    return capped(recipe, equal_time_steps(baseline, sifted), baseline["optimizer_steps"] / recipe.epochs)
+
+
+def capped(recipe: Recipe, steps: int, per_epoch: float) -> Recipe:
+    """``recipe`` ending, fully decayed, at optimizer step ``steps``, with the epochs (of ``per_epoch`` steps) to get there."""
+    return recipe.model_copy(update={"max_steps": steps, "epochs": max(recipe.epochs, float(math.ceil(steps / max(1, per_epoch))))})
 
 
 def random_keep_fraction(sifted: dict[str, Any]) -> float:
