@@ -244,6 +244,7 @@ def test_arms_are_checked_before_anything_trains_or_a_folder_exists(tiny_recipe,
     for args, expected in ((["--arm", "cheap"], "unknown arm; known: baseline, sifted"),
                            (["--arm", "target-only"], "needs data.group_column and data.target_group"),
                            (["--arm", "variant:sift.bta=2"], "did you mean 'sift.beta'"),
+                           (["--arm", "static-filter:fraction=2"], "fraction must be a number in (0, 1]"),
                            (["--arm", "equal-time", "--quick"], "give it or --arm, not both")):
         result = runner.invoke(app, ["compare", str(tiny_recipe()), "-o", str(tmp_path / "o"), "-q", *args])
         assert result.exit_code == 2 and expected in result.output, (args, result.output)
