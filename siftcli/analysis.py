@@ -167,6 +167,7 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
     pred = pair.get("predicted_ratio")
     m = metric_info(pair["metric"])
     parts: list[str] = []
+    who = "sifting" if pair.get("subject", "sifted").startswith("sifted") else pair["subject"]
     over = (seeds or {}).get("vs", {})
     outcomes = {arm: _outcome(v.get("diff"), over.get(arm), m.unit) for arm, v in pair.get("vs", {}).items() if arm != "baseline"}
     for arm, (status, text) in outcomes.items():
@@ -182,14 +183,14 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
         parts.insert(0, teacher)
     reached = (seeds or {}).get("time_to_target_ratio") or {}
     if seeds and reached and reached["n"] < seeds["seeds"]:  # some seeds got there, some never did
-        parts.append(f"sifting reached the target in only {reached['n']} of {seeds['seeds']} seeds (time-to-target ratio "
+        parts.append(f"{who} reached the target in only {reached['n']} of {seeds['seeds']} seeds (time-to-target ratio "
                      f"{reached['mean']:.2f} where it did): not a reliable saving here")
     elif pair.get("sifted_time_to_target") is None:
-        parts.append(f"sifting never reached the target ({_fmt(pair.get('target'))}): it did not pay here")
+        parts.append(f"{who} never reached the target ({_fmt(pair.get('target'))}): it did not pay here")
     elif ratio is not None and ratio <= 0.95:
-        parts.append(f"sifting reached the target in {ratio:.2f}x the baseline's time to it")
+        parts.append(f"{who} reached the target in {ratio:.2f}x the baseline's time to it")
     else:
-        parts.append(f"sifting did not reach the target sooner (time-to-target ratio {_fmt(ratio)}); the baseline got there "
+        parts.append(f"{who} did not reach the target sooner (time-to-target ratio {_fmt(ratio)}); the baseline got there "
                      f"at {_fmt(pair.get('baseline_target_fraction_of_run'))} of its run")
     if pred is not None and pred >= 1.0:
         parts.append(f"at this beta the scoring pass costs more than it saves (s + a = {pred:.2f} >= 1): raise beta, "
@@ -202,7 +203,7 @@ def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, 
                      f"({delta['mean']:+.2f}{m.unit} ± {_se(delta)})")
     elif pair.get("metric_delta") is not None:
         parts.append(f"it ended {pair['metric_delta']:+.2f}{m.unit} from the full baseline (one seed)")
-    if not lost:
+    if not lost and (sift is not None or who == "sifting"):  # a variant that does not sift has no beta to tune
         parts.append(_next_step(pair, sift))
     text = "; ".join(parts) + "."
     return text[0].upper() + text[1:]

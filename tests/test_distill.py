@@ -241,3 +241,4 @@ def test_compare_measures_a_teacher_fraction_against_plain_distillation(tmp_path
     assert abs(runs[gate]["samples_teacher"] - runs[gate]["samples_trained"] / 2) <= 1
     assert not runs["variant:distill="].get("samples_teacher")  # labels alone: no teacher
     assert "variant:distill=" in out["pairs"][0]["vs"]
+    assert "enable sifting" not in out["verdict"]  # the subject is a teacher fraction, not a sifting run
