@@ -149,6 +149,7 @@ def test_a_distillation_verdict_says_cache_the_teacher_before_anything_about_sif
     assert said(False, False).startswith("Cache the teacher first: its inputs do not change")
     assert said(True, False).startswith("Distill with the cached teacher and without sifting")
     assert "teacher" not in said(True, False, metric_delta=0.4)  # cached and ahead: nothing to say about the teacher
-    assert "teacher" not in said(False, True)  # inputs change every epoch: the cache cannot be exact
+    assert said(False, True).startswith("Gate the teacher instead of sifting")  # inputs change: no cache, and sifting lost
+    assert "teacher" not in said(False, True, metric_delta=0.4)  # inputs change and sifting ahead: nothing to add
     plain = compare_pair({"baseline": base, "sifted": sift})
     assert "teacher" not in plain and "teacher" not in verdict(plain, sift["sift"])  # not a distillation
