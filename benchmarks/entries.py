@@ -52,6 +52,9 @@ _GATE = "variant:distill.teacher_fraction=0.25"
 #: in epoch 3 to renew its loss), 0.67 overall instead of a quarter.
 _MEMORY = "sifted:score=reducible,scoring=memory,memory_refresh=train,memory_max_age=2"
 
+#: The digits regime's teacher gate (its recipe sifts; the gate arm does not).
+_DIGITS_GATE = "variant:sift.enabled=false,distill.teacher_fraction=0.25"
+
 def _digits_teacher() -> None:
     """The digits data and the image teacher (a 6-layer, 192-wide ViT), trained once into runs/digits-teacher."""
     from siftcli.config import load_recipe
@@ -251,18 +254,22 @@ ENTRIES = (
         title="Image distillation where the teacher cannot be cached: digits cropped anew every epoch, a ViT teacher "
               "many times the student's cost",
         recipe="recipes/benchmarks/digits-vit-distill.yaml",
-        arms=("baseline", "sifted", "equal-time", "random-keep"),
-        opponents=("baseline", "equal-time", "random-keep"),
+        arms=("baseline", _DIGITS_GATE, _DIGITS_GATE + ",distill.teacher_score=random", "variant:sift.enabled=false,distill=",
+              "sifted", "equal-time"),
+        subjects=(_DIGITS_GATE, "sifted"),
+        opponents=("baseline", "equal-time", _DIGITS_GATE + ",distill.teacher_score=random", "variant:sift.enabled=false,distill="),
         prepare=_digits_teacher,
         about="scikit-learn's bundled handwritten digits, upscaled to 16x16: 1,000 training images, 797 test images "
               "(all the set has). A 2-layer, 48-wide ViT student (from config) distilled for 15 epochs from a 6-layer, "
               "192-wide ViT teacher trained once (runs/digits-teacher; its training is on no arm's clock). Every epoch "
               "each image is padded by 2 pixels and cropped back at a seeded offset (`data.augment.kind: crop`), so the "
               "teacher's outputs change and it runs again: `baseline` is plain distillation, the teacher on every image "
-              "every epoch. `sifted` ranks by the entropy of the student's own prediction (`score: entropy`: one "
-              "student forward per raw batch, on the clock; no label needed), keeps 30% after the first fifth of the "
-              "run (calibrated, beta 2) and runs the teacher on kept images only. Every teacher forward is on its "
-              "arm's clock.",
+              "every epoch. The subject trains every image and runs the teacher on a quarter of each batch, the "
+              "student's most unsure by the entropy of its training forward (`distill.teacher_fraction: 0.25`), the "
+              "rest on their labels; `teacher_score=random` is its control and `distill=` the student on labels alone. "
+              "`sifted` ranks by the same entropy (one student forward per raw batch, on the clock), keeps 30% after "
+              "the first fifth of the run (calibrated, beta 2) and runs the teacher on kept images only. Every teacher "
+              "forward is on its arm's clock."
     ),
     Entry(
         name="distill-augmented-entropy",
