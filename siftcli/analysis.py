@@ -245,9 +245,10 @@ def _instead(arm: str, keep: float | None) -> str:
     """What to do instead of sifting, from the opponent that matched or beat it."""
     base, _, spec = arm.partition(":")
     if base == "static-filter" and spec.startswith("fraction="):
-        return (f"Filter once, wider, and train less: the fraction {spec.partition('=')[2]} chosen once by the reference "
-                f"and trained for the sifted run's steps did as well; siftcli filter RECIPE --keep {spec.partition('=')[2]} "
-                f"-o kept.csv writes it, then train on kept.csv with max_steps set to that many steps")
+        f = spec.partition("=")[2]
+        return (f"Filter once, wider, and train less: the fraction {f} chosen once by the reference and trained for the "
+                f"sifted run's steps did as well; siftcli filter RECIPE --keep {f} -o kept.csv writes it, then train on "
+                "kept.csv with max_steps set to the sifted run's optimizer steps")
     k = f"{keep:.2g}" if keep else "F"
     return {"equal-time": "Train less: a baseline given the sifted run's time did as well",
             "random-keep": "Selection did not pay: keeping the same fraction at random did as well; train on a random subset",

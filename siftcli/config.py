@@ -251,7 +251,7 @@ class DistillSpec(_Strict):
         "against recent batches), or random (the control)"))
     teacher_beta: float = Field(default=2.0, gt=0, description="teacher_fraction's preference for unsure samples")
 
-    _finite = field_validator("temperature")(classmethod(lambda cls, v: _finite_number(v)))
+    _finite = field_validator("temperature", "teacher_beta")(classmethod(lambda cls, v: _finite_number(v)))
 
 
 class Recipe(_Strict):

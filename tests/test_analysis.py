@@ -124,6 +124,9 @@ def test_pairs_compare_against_every_arm_that_ran_and_metrics_with_their_directi
     assert pair["vs"]["static-filter"]["diff"] == pytest.approx(-1.0)
     assert pair["vs"]["static-filter"]["paid_ratio"] == pytest.approx(24 / 40)  # the cached reference, paid in full
     assert verdict(pair, sift["sift"]).startswith("Filter once instead")
+    wide = verdict(compare_pair({"baseline": base, "sifted": sift, "static-filter:fraction=0.33": static}), sift["sift"])
+    assert wide.startswith("Filter once, wider, and train less") and "siftcli filter RECIPE --keep 0.33" in wide
+    assert "a wider fraction chosen once by the reference and trained for the same steps (fraction=0.33)" in wide
     dedup = _run("dedup", [(10, 0.84)], 23)
     text = verdict(compare_pair({"baseline": base, "sifted": sift, "dedup": dedup}), sift["sift"])
     assert text.startswith("Drop the near-copies instead") and "siftcli filter RECIPE --dedup -o kept.csv" in text

@@ -221,6 +221,10 @@ def test_a_random_teacher_fraction_is_the_control_and_alpha_one_is_refused(tmp_p
     result = CliRunner().invoke(app, ["validate", str(path)])
     assert result.exit_code == 2 and "teacher_fraction with alpha 1" in result.output
     assert len(result.output.strip().splitlines()) == 1
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(text_csv, distill={**spec, "teacher_beta": float("inf")})))
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "distill.teacher_beta" in result.output  # refused in the recipe, not mid-run
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_compare_measures_a_teacher_fraction_against_plain_distillation(tmp_path: Path, text_csv: Path,
