@@ -61,8 +61,13 @@ SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
            "overhead": "benchmarks.scripts.overhead"}
 
 
-def run_entry(entry: Entry, seeds: int, sets: list[str]) -> dict[str, Any]:
-    """Every seed of ``entry``; returns (and saves after each seed) the results document."""
+def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False) -> dict[str, Any]:
+    """Every seed of ``entry``; returns (and saves after each seed) the results document.
+
+    An interrupted run resumes: the seeds already in ``results.json`` for the same recipe, overrides and arms are kept
+    and the run goes on from the next one (a seed cut short runs again whole, since its arms share one start).
+    ``fresh`` discards them. Results from another machine are never mixed in: a seed's ratios compare only within it,
+    but the report names one machine."""
     from siftcli.arms import brief, run_plan
     from siftcli.config import load_recipe
     from siftcli.runio import atomic_write_json
@@ -75,18 +80,46 @@ def run_entry(entry: Entry, seeds: int, sets: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {"entry": entry.name, "recipe": entry.recipe, "overrides": list(entry.overrides) + sets,
                               "arms": list(entry.arms), "subjects": list(entry.subjects), "seeds": [], "runs": [],
                               "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M")}
+    earlier = 0.0
+    if not fresh and (folder / "results.json").exists():
+        result, earlier = _resumable(folder / "results.json", result)
     started = time.perf_counter()
     for seed in range(recipe.seed, recipe.seed + seeds):
+        if seed in result["seeds"]:
+            continue
         t0 = time.perf_counter()
         runs = run_plan(recipe, list(entry.arms), [seed], folder / f"seed{seed}", subject=entry.subjects[0])[0]
         result["seeds"].append(seed)
         result["runs"].append({arm: brief(m) for arm, m in runs.items()})
-        result["minutes"] = (time.perf_counter() - started) / 60
+        result["minutes"] = earlier + (time.perf_counter() - started) / 60
         atomic_write_json(folder / "results.json", result)
         print(f"{entry.name} seed {seed} ({(time.perf_counter() - t0) / 60:.1f} min): " + ", ".join(
             f"{arm} {_metric(m):.4f} ({m['train_seconds'] / runs['baseline']['train_seconds']:.2f}x)" for arm, m in runs.items()),
             flush=True)
     return result
+
+
+#: What must match for a saved results document to be continued rather than started again.
+_SAME_RUN = ("entry", "recipe", "overrides", "arms", "subjects", "machine")
+
+
+def _resumable(path: Path, new: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """The saved document to continue and its minutes so far, or ``new`` if nothing in it can be kept."""
+    from siftcli.errors import SiftcliError
+    from siftcli.runio import read_json
+
+    try:
+        saved = read_json(path)
+    except (SiftcliError, ValueError):
+        raise SiftcliError(f"{path}: not a results document the harness wrote; move it away or pass --fresh") from None
+    if not saved.get("seeds"):
+        return new, 0.0
+    for key in _SAME_RUN:
+        if saved.get(key) != new[key]:
+            raise SiftcliError(f"{path}: its {key} is {saved.get(key)!r}, this run's {new[key]!r}; its {len(saved['seeds'])} "
+                               "finished seed(s) cannot be continued: pass --fresh to start over (they are replaced)")
+    print(f"{new['entry']}: resuming after seed(s) {', '.join(map(str, saved['seeds']))} (from {path})", flush=True)
+    return saved, float(saved.get("minutes", 0.0))
 
 
 def _metric(m: dict[str, Any]) -> float:
@@ -257,6 +290,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="seeds (default: the entry's, at least 5 for a claim)")
     parser.add_argument("--report-only", action="store_true", help="re-render the section from runs/bench/NAME/results.json")
     parser.add_argument("--set", action="append", default=[], help="recipe override key=value")
+    parser.add_argument("--fresh", action="store_true", help="start over, replacing the seeds an earlier run finished")
     parser.add_argument("--out", default=str(DOC))
     args, rest = parser.parse_known_args(argv)
     if args.name is None:
@@ -296,7 +330,7 @@ def main(argv: list[str]) -> int:
             if seeds < 1:
                 print(f"benchmarks: --seeds must be at least 1, got {seeds}", file=sys.stderr)
                 return 2
-            result = run_entry(entry, seeds, args.set)
+            result = run_entry(entry, seeds, args.set, fresh=args.fresh)
     except SiftcliError as exc:
         print(f"benchmarks: error: {exc}", file=sys.stderr)
         return 2

@@ -148,13 +148,16 @@ class ReferenceSpec(_Strict):
     - ``ngram``: no model at all: each text's mean log-likelihood ratio of pool to holdout token n-grams (hashed
       unigrams and bigrams; Moore-Lewis, DSIR), low = target-like. A relevance score that costs milliseconds, for
       a pool from the wrong distribution and a small target sample (``holdout_source`` or ``holdout_fraction``).
+    - ``naive-bayes``: no model either: the loss of each text's label under naive Bayes over the holdout's n-grams
+      per class, low = the label fits the words. A label-noise score that costs milliseconds, for a small clean
+      holdout (``holdout_source`` or ``holdout_fraction``).
 
     Its losses per training sample are computed once and cached on disk under a key of the data, this section,
     the model and the seed (``cache``); every arm, seed and sweep trial asking for the same key reuses them, and
     reports give its cost both paid (in the run that built it) and amortised.
     """
 
-    kind: Literal["cross-fit", "holdout", "model", "ngram"] = "cross-fit"
+    kind: Literal["cross-fit", "holdout", "model", "ngram", "naive-bayes"] = "cross-fit"
     holdout_source: str | None = Field(default=None, description="holdout: a data file with the training data's columns")
     holdout_fraction: float | None = Field(default=None, gt=0, lt=1, description="holdout: this fraction of the training data")
     model: str | None = Field(default=None, description="model: the scoring model (folder, hub id, run folder, builtin:minilm)")
@@ -169,11 +172,11 @@ class ReferenceSpec(_Strict):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ReferenceSpec:
-        held = self.kind in ("holdout", "ngram")
+        held = self.kind in ("holdout", "ngram", "naive-bayes")
         if held and (self.holdout_source is None) == (self.holdout_fraction is None):
             raise ValueError(f"kind {self.kind} needs exactly one of holdout_source (a file) or holdout_fraction")
         if not held and (self.holdout_source is not None or self.holdout_fraction is not None):
-            raise ValueError(f"holdout_source and holdout_fraction go with kind holdout or ngram, not {self.kind}")
+            raise ValueError(f"holdout_source and holdout_fraction go with kind holdout, ngram or naive-bayes, not {self.kind}")
         if (self.kind == "model") != (self.model is not None):
             raise ValueError("kind model needs model (a saved model to score with), and model needs kind model")
         return self
@@ -333,6 +336,9 @@ class Recipe(_Strict):
             if self.sift.score == "reducible":
                 raise ValueError("sift.reference.kind ngram scores relevance (a log-likelihood ratio), not a loss that score "
                                  "reducible can subtract; use score reference, or a holdout, cross-fit or model reference")
+        if self.sift.reference.kind == "naive-bayes" and (task.inputs != "text" or task.labels != "class"):
+            raise ValueError(f"sift.reference.kind naive-bayes counts token n-grams per class; task {self.task!r} has "
+                             f"{task.inputs} inputs and {task.labels} labels (text and class needed)")
         if self.sift.precision == "fp16" and self.device == "cpu":
             raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
         augment = self.data.augment

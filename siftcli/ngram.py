@@ -7,6 +7,12 @@ worse than a random fifth). The question "does this text look like the target?" 
 training: count hashed token unigrams and bigrams in the holdout and in the pool, and score each pool text by the mean
 over its n-grams of ``log p_pool - log p_target``. Lower is more target-like, so it ranks like a loss (``score:
 reference`` keeps low, the static filter keeps the lowest). Counting a few thousand texts takes milliseconds.
+
+Label noise asks another question, "does this text's label fit its words?", and the same counts answer it: a
+multinomial naive Bayes model of the holdout's n-grams per class gives each pool text the loss of its own label
+(:func:`label_losses`). Measured on the structured-noise pool (40% of each AG News topic carrying the next topic's
+label, 400 clean holdout texts): the quarter it ranks lowest within each label is 97% clean, where a MiniLM trained
+on the same holdout for 0.28 of the run found 77%.
 """
 
 from __future__ import annotations
@@ -64,4 +70,31 @@ def cross_entropy_difference(target: list[dict[str, Any]], pool: list[dict[str, 
     for i, g in enumerate(pool_grams):
         if g.numel():
             out[i] = diff[g].mean()
+    return out.float()
+
+
+def _label(row: dict[str, Any]) -> int:
+    y = row.get("labels")
+    if y is None:
+        raise ValueError("a naive Bayes reference reads class labels; these rows have none")
+    return int(y.item() if isinstance(y, torch.Tensor) else y)
+
+
+def label_losses(holdout: list[dict[str, Any]], pool: list[dict[str, Any]], buckets: int = BUCKETS) -> torch.Tensor:
+    """Per pool text, ``-log p(label | text)`` under multinomial naive Bayes fitted to the holdout's n-grams per class
+    (add-one smoothing, uniform class priors: the holdout's class mix says nothing about the pool's). It is a real
+    loss of the label, so it ranks like one and ``score: reducible`` can subtract it, but naive Bayes is overconfident
+    (its losses are near 0 or large), so it ranks well and subtracts coarsely. A class the holdout lacks gets a flat
+    model: no evidence for or against it. A text with no tokens scores ``log(classes)``."""
+    if not holdout:
+        raise ValueError("a naive Bayes reference needs labelled holdout texts (the holdout is empty)")
+    grams = [ngrams(ids, buckets) for ids in _texts(holdout + pool)]
+    held_labels, pool_labels = [_label(r) for r in holdout], [_label(r) for r in pool]
+    classes = sorted(set(held_labels) | set(pool_labels))
+    models = torch.stack([log_probs([g for g, y in zip(grams, held_labels) if y == c], buckets) for c in classes])
+    at = {c: k for k, c in enumerate(classes)}
+    out = torch.empty(len(pool), dtype=torch.float64)
+    for i, (g, y) in enumerate(zip(grams[len(holdout):], pool_labels)):
+        joint = models[:, g].sum(dim=1)  # log p(text | class), each class; uniform priors cancel
+        out[i] = torch.logsumexp(joint, 0) - joint[at[y]]
     return out.float()

@@ -10,6 +10,8 @@ key pays for it once.
 - ``model``: a saved model scores every training sample as it is.
 - ``ngram``: no model: how much likelier each text is under the holdout's token n-grams than under the pool's
   (:mod:`siftcli.ngram`), a relevance score that costs milliseconds.
+- ``naive-bayes``: no model either: the loss of each text's label under naive Bayes over the holdout's n-grams per
+  class (:func:`siftcli.ngram.label_losses`), a label-noise score that costs milliseconds.
 
 What building cost (training and scoring) is charged to the clock of the run that built it, as the
 ``reference`` phase; a run that finds it cached pays the read and reports the build cost beside it
@@ -90,7 +92,7 @@ def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, Any] | 
         except (OSError, RuntimeError, KeyError, TypeError, ValueError):
             pass  # unreadable or foreign: rebuild and overwrite
     build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference,
-             "ngram": ngram_reference}[spec.kind]
+             "ngram": ngram_reference, "naive-bayes": naive_bayes_reference}[spec.kind]
     reference, runs = build(workload, recipe, initial)
     reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
     if spec.cache:
@@ -184,6 +186,23 @@ def ngram_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
         losses = cross_entropy_difference(workload.holdout_data, workload.train_data)
     except ValueError as exc:
         raise SiftcliError(f"sift.reference.kind ngram: {exc}") from None
+    return Reference(losses=losses, seconds=time.perf_counter() - t0), []
+
+
+def naive_bayes_reference(workload: Workload, recipe: Recipe,
+                          initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+    """Naive Bayes over the holdout's n-grams per class (:func:`siftcli.ngram.label_losses`): whether a text's label
+    fits its words, the question label noise asks, with no model trained; a trained holdout reference answers it as
+    a side effect of difficulty and costs a fraction of the run."""
+    from siftcli.ngram import label_losses
+
+    if not workload.holdout_data:
+        raise SiftcliError("sift.reference.kind naive-bayes: the holdout is empty (holdout_source or holdout_fraction)")
+    t0 = time.perf_counter()
+    try:
+        losses = label_losses(workload.holdout_data, workload.train_data)
+    except ValueError as exc:
+        raise SiftcliError(f"sift.reference.kind naive-bayes: {exc}") from None
     return Reference(losses=losses, seconds=time.perf_counter() - t0), []
 
 

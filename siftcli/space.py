@@ -10,8 +10,9 @@ from typing import Any
 from siftcli.config import Recipe, validate_recipe
 from siftcli.errors import SiftcliError
 
-#: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` or
-#: ``model:SOURCE`` (a reference kind with its one setting); ``reference_epochs`` is ``sift.reference.epochs``.
+#: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` (also
+#: ``ngram:FRACTION``, ``naive-bayes:FRACTION``) or ``model:SOURCE`` (a reference kind with its one setting);
+#: ``reference_epochs`` is ``sift.reference.epochs``.
 SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_length": "int", "keep_fraction": "float",
               "prune_fraction": "float", "anneal_fraction": "float", "memory_max_age": "int", "mode": "choice",
               "scoring": "choice", "score": "choice", "memory_refresh": "choice", "reference": "choice",
@@ -98,12 +99,12 @@ def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
     if "reference" in params:
         kind, _, setting = str(params.pop("reference")).partition(":")
         reference.update(kind=kind, holdout_source=None, holdout_fraction=None, model=None)
-        if kind == "holdout":
+        if kind in ("holdout", "ngram", "naive-bayes"):
             try:
                 reference["holdout_fraction"] = float(setting)
             except ValueError:
-                raise SiftcliError(f"sweep trial: reference={kind}:{setting}: expected holdout:FRACTION such as "
-                                   "holdout:0.1") from None
+                raise SiftcliError(f"sweep trial: reference={kind}:{setting}: expected {kind}:FRACTION such as "
+                                   f"{kind}:0.1") from None
         elif kind == "model":
             reference["model"] = setting or None
     if "reference_epochs" in params:

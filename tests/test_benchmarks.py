@@ -158,3 +158,31 @@ def test_relevance_news_mixes_target_texts_with_off_target_sentences_under_rando
     before = (folder / "pool.csv").read_bytes()
     assert data.relevance_news(in_domain=100, off_target=200, holdout=40, evaluation=60) == folder
     assert (folder / "pool.csv").read_bytes() == before
+
+
+def test_an_interrupted_entry_resumes_after_its_finished_seeds_and_never_mixes_runs(tiny_recipe, tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    import siftcli.arms
+    from benchmarks import harness
+    from siftcli.errors import SiftcliError
+
+    monkeypatch.setattr(harness, "OUT", tmp_path / "bench")
+    ran: list[int] = []
+    real = siftcli.arms.run_plan
+
+    def spy(recipe, arms, seeds, folder, **kw):  # noqa: ANN001, ANN003, ANN202
+        ran.extend(seeds)
+        return real(recipe, arms, seeds, folder, **kw)
+
+    monkeypatch.setattr(siftcli.arms, "run_plan", spy)
+    entry = harness.Entry("t", "Test", str(tiny_recipe(epochs=1)), ("baseline", "sifted"))
+    first = harness.run_entry(entry, 1, [])  # as if stopped after seed 0
+    saved = json.loads((tmp_path / "bench" / "t" / "results.json").read_text())
+    second = harness.run_entry(entry, 2, [])
+    assert ran == [0, 1] and second["seeds"] == [0, 1]
+    assert json.dumps(second["runs"][0]) == json.dumps(saved["runs"][0]) and second["minutes"] >= first["minutes"]
+    with pytest.raises(SiftcliError, match=r"its overrides is \[\].*pass --fresh"):
+        harness.run_entry(entry, 2, ["sift.beta=2"])
+    assert json.loads((tmp_path / "bench" / "t" / "results.json").read_text())["seeds"] == [0, 1]  # nothing lost
+    again = harness.run_entry(entry, 1, ["sift.beta=2"], fresh=True)
+    assert ran == [0, 1, 0] and again["seeds"] == [0] and again["overrides"] == ["sift.beta=2"]

@@ -14,7 +14,7 @@ from siftcli.builders import build_workload
 from siftcli.config import validate_recipe
 from siftcli.errors import SiftcliError
 from siftcli.ngram import cross_entropy_difference, ngrams
-from tests.conftest import make_text_rows, tiny_recipe_dict
+from tests.conftest import NEG, POS, make_text_rows, tiny_recipe_dict
 
 NEWS = ["stocks", "market", "shares", "bank", "profit", "league", "match", "season", "election", "minister"]
 
@@ -83,5 +83,71 @@ def test_recipes_that_cannot_use_an_ngram_reference_are_refused(text_csv: Path) 
                               ({"task": "image-classification", "loss": "auto", "model.source": "config:vit",
                                 "sift.reference.kind": "ngram", "sift.reference.holdout_fraction": 0.2},
                                "counts token n-grams; task 'image-classification' has image inputs")):
+        with pytest.raises(SiftcliError, match=expected):
+            validate_recipe(tiny_recipe_dict(text_csv, **changes))
+
+
+def test_naive_bayes_gives_a_label_that_fits_its_words_a_low_loss_and_a_flipped_one_a_high_loss() -> None:
+    import math
+
+    from siftcli.ngram import label_losses
+
+    rng = random.Random(0)
+    words = {0: list(range(1000, 1030)), 1: list(range(2000, 2030))}
+
+    def row(ids: list[int], y: int) -> dict:
+        return {"input_ids": [101, *ids, 102], "labels": torch.tensor(y)}
+
+    holdout = [row(rng.choices(words[y], k=6), y) for y in (0, 1) for _ in range(15)]
+    pool = [row(rng.choices(words[i % 2], k=rng.randint(2, 9)), (i % 2) ^ (i % 5 == 0)) for i in range(40)]
+    losses = label_losses(holdout, pool)
+    flipped = [i for i in range(40) if i % 5 == 0]
+    kept = [i for i in range(40) if i % 5]
+    assert losses.dtype == torch.float32 and losses[kept].max() < losses[flipped].min()
+    assert losses[kept].max() < 0.5 < 1.0 < losses[flipped].min()  # a real loss of the label, in nats
+    assert label_losses(holdout, [row([], 1)]).item() == pytest.approx(math.log(2))  # no words: no evidence
+    assert label_losses(holdout, [row(words[0][:3], 2)]).item() > 1.0  # a class the holdout lacks: flat, never chosen first
+    with pytest.raises(ValueError, match="needs labelled holdout texts"):
+        label_losses([], pool)
+
+
+def test_a_naive_bayes_reference_ranks_mislabelled_texts_last_trains_nothing_and_is_cached(tmp_path: Path,
+                                                                                           monkeypatch) -> None:
+    from siftcli.arms import lowest
+
+    rng = random.Random(4)
+
+    def clean(n: int) -> list[tuple[str, int]]:  # each text's words all say its label
+        return [(" ".join(rng.choices(POS if y else NEG, k=rng.randint(2, 5))), y) for y in (rng.randint(0, 1) for _ in range(n))]
+
+    rows = clean(160)
+    pool = tmp_path / "pool.csv"
+    flipped = {i for i in range(160) if i % 4 == 0}  # a quarter of the labels flipped
+    pool.write_text("\n".join(["text,label"] + [f"{t},{1 - y if i in flipped else y}" for i, (t, y) in enumerate(rows)]) + "\n")
+    holdout = tmp_path / "holdout.csv"
+    holdout.write_text("\n".join(["text,label"] + [f"{t},{y}" for t, y in clean(60)]) + "\n")
+    monkeypatch.setattr(reference_mod, "train", lambda *a, **k: pytest.fail("a naive Bayes reference trains no model"))
+    recipe = validate_recipe(tiny_recipe_dict(pool, **{
+        "sift.score": "reference", "sift.reference.kind": "naive-bayes", "sift.reference.holdout_source": str(holdout)}))
+    workload = build_workload(recipe)
+    built, runs = reference_mod.reference_for(workload, recipe)
+    assert runs == [] and built.kind == "naive-bayes" and not built.cached
+    bad = {(t, 1 - y) for i, (t, y) in enumerate(rows) if i in flipped} - {(t, y) for t, y in rows}
+    def pair(i: int) -> tuple[str, int]:
+        row = workload.train_data[i]
+        return workload.processor.decode(row["input_ids"], skip_special_tokens=True), int(row["labels"])
+
+    share = sum(pair(i) in bad for i in range(len(workload.train_data))) / len(workload.train_data)
+    kept = lowest(built.losses, 0.5)
+    assert share > 0.15 and sum(pair(i) in bad for i in kept) == 0  # a quarter flipped; none in the lowest half
+    again, _ = reference_mod.reference_for(build_workload(recipe), recipe)
+    assert again.cached and torch.equal(again.losses, built.losses)
+
+
+def test_recipes_that_cannot_use_a_naive_bayes_reference_are_refused(text_csv: Path) -> None:
+    for changes, expected in (({"sift.reference.kind": "naive-bayes"}, "kind naive-bayes needs exactly one of"),
+                              ({"task": "image-classification", "loss": "auto", "model.source": "config:vit",
+                                "sift.reference.kind": "naive-bayes", "sift.reference.holdout_fraction": 0.2},
+                               "naive-bayes counts token n-grams per class; task 'image-classification' has image")):
         with pytest.raises(SiftcliError, match=expected):
             validate_recipe(tiny_recipe_dict(text_csv, **changes))

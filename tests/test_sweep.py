@@ -201,3 +201,7 @@ def test_the_search_space_reaches_the_reference_and_the_memory_refresh(tmp_path:
     assert trial.sift.memory_refresh == "train" and trial.sift.scoring == "memory"
     model = sweep.apply_params(recipe, {"reference": "model:builtin:minilm"}).sift.reference
     assert (model.kind, model.model, model.holdout_fraction) == ("model", "builtin:minilm", None)
+    bayes = sweep.apply_params(recipe, {"score": "reference", "reference": "naive-bayes:0.1"}).sift.reference
+    assert (bayes.kind, bayes.holdout_fraction) == ("naive-bayes", 0.1)
+    with pytest.raises(SiftcliError, match="expected ngram:FRACTION such as ngram:0.1"):
+        sweep.apply_params(recipe, {"score": "reference", "reference": "ngram"})
