@@ -286,7 +286,7 @@ ENTRIES = (
     Entry(
         name="distill-digits",
         title="Image distillation where the teacher cannot be cached: digits cropped anew every epoch, a ResNet-50 "
-              "teacher about 14x the student's cost",
+              "teacher 17x the student's cost",
         recipe="recipes/benchmarks/digits-distill.yaml",
         arms=("baseline", _DIGITS_GATE, _DIGITS_GATE + ",distill.teacher_score=random", "variant:sift.enabled=false,distill=",
               "sifted", "equal-time"),
@@ -296,7 +296,7 @@ ENTRIES = (
         about="scikit-learn's bundled handwritten digits, upscaled to 48x48: 1,000 training images, 797 test images "
               "(all the set has). A tiny ResNet student (two stages of 8 and 16 channels, from config) distilled for 40 "
               "epochs from a ResNet-50 teacher trained once (runs/digits-teacher-48, 99.5%; its training is on no "
-              "arm's clock); the teacher's forward costs about 14x the student's training step. Every epoch each image "
+              "arm's clock); the teacher's forward costs about 17x the student's training step. Every epoch each image "
               "is padded by 6 pixels and cropped back at a seeded offset (`data.augment.kind: crop`), so the teacher's "
               "outputs change and it runs again: `baseline` is plain distillation, the teacher on every image every "
               "epoch. The subject trains every image and runs the teacher on a quarter of each batch, the student's "
