@@ -108,10 +108,9 @@ def _resumable(path: Path, new: dict[str, Any]) -> tuple[dict[str, Any], float]:
     from siftcli.errors import SiftcliError
     from siftcli.runio import read_json
 
-    try:
-        saved = read_json(path)
-    except (SiftcliError, ValueError):
-        raise SiftcliError(f"{path}: not a results document the harness wrote; move it away or pass --fresh") from None
+    saved = read_json(path)  # unreadable: one line from read_json
+    if not isinstance(saved, dict):
+        raise SiftcliError(f"{path}: not a results document the harness wrote; move it away or pass --fresh")
     if not saved.get("seeds"):
         return new, 0.0
     for key in _SAME_RUN:

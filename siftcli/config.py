@@ -136,6 +136,10 @@ class EvalSpec(_Strict):
     target_drop: float = Field(default=0.5, ge=0, description="time-to-accuracy target: baseline final minus this many points")
 
 
+#: Reference kinds read from a holdout (``holdout_source`` or ``holdout_fraction``); a sweep gives them as KIND:FRACTION.
+HOLDOUT_KINDS = ("holdout", "ngram", "naive-bayes")
+
+
 class ReferenceSpec(_Strict):
     """The reference model behind ``sift.score: reducible | reference`` and the static filter.
 
@@ -172,11 +176,12 @@ class ReferenceSpec(_Strict):
 
     @model_validator(mode="after")
     def _kind_fields(self) -> ReferenceSpec:
-        held = self.kind in ("holdout", "ngram", "naive-bayes")
+        held = self.kind in HOLDOUT_KINDS
         if held and (self.holdout_source is None) == (self.holdout_fraction is None):
             raise ValueError(f"kind {self.kind} needs exactly one of holdout_source (a file) or holdout_fraction")
         if not held and (self.holdout_source is not None or self.holdout_fraction is not None):
-            raise ValueError(f"holdout_source and holdout_fraction go with kind holdout, ngram or naive-bayes, not {self.kind}")
+            raise ValueError(f"holdout_source and holdout_fraction go with kind {', '.join(HOLDOUT_KINDS[:-1])} or "
+                             f"{HOLDOUT_KINDS[-1]}, not {self.kind}")
         if (self.kind == "model") != (self.model is not None):
             raise ValueError("kind model needs model (a saved model to score with), and model needs kind model")
         return self

@@ -179,14 +179,7 @@ def ngram_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
     model and no training, so it costs milliseconds where a trained reference costs a fraction of the run."""
     from siftcli.ngram import cross_entropy_difference
 
-    if not workload.holdout_data:
-        raise SiftcliError("sift.reference.kind ngram: the holdout is empty (holdout_source or holdout_fraction)")
-    t0 = time.perf_counter()
-    try:
-        losses = cross_entropy_difference(workload.holdout_data, workload.train_data)
-    except ValueError as exc:
-        raise SiftcliError(f"sift.reference.kind ngram: {exc}") from None
-    return Reference(losses=losses, seconds=time.perf_counter() - t0), []
+    return _counted(workload, "ngram", cross_entropy_difference)
 
 
 def naive_bayes_reference(workload: Workload, recipe: Recipe,
@@ -196,13 +189,18 @@ def naive_bayes_reference(workload: Workload, recipe: Recipe,
     a side effect of difficulty and costs a fraction of the run."""
     from siftcli.ngram import label_losses
 
+    return _counted(workload, "naive-bayes", label_losses)
+
+
+def _counted(workload: Workload, kind: str, score: Any) -> tuple[Reference, list[dict]]:
+    """A reference counted from the holdout's n-grams (``score(holdout, pool)``), timed; its errors one line each."""
     if not workload.holdout_data:
-        raise SiftcliError("sift.reference.kind naive-bayes: the holdout is empty (holdout_source or holdout_fraction)")
+        raise SiftcliError(f"sift.reference.kind {kind}: the holdout is empty (holdout_source or holdout_fraction)")
     t0 = time.perf_counter()
     try:
-        losses = label_losses(workload.holdout_data, workload.train_data)
+        losses = score(workload.holdout_data, workload.train_data)
     except ValueError as exc:
-        raise SiftcliError(f"sift.reference.kind naive-bayes: {exc}") from None
+        raise SiftcliError(f"sift.reference.kind {kind}: {exc}") from None
     return Reference(losses=losses, seconds=time.perf_counter() - t0), []
 
 

@@ -7,7 +7,7 @@ import itertools
 import math
 from typing import Any
 
-from siftcli.config import Recipe, validate_recipe
+from siftcli.config import HOLDOUT_KINDS, Recipe, validate_recipe
 from siftcli.errors import SiftcliError
 
 #: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` (also
@@ -99,7 +99,7 @@ def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
     if "reference" in params:
         kind, _, setting = str(params.pop("reference")).partition(":")
         reference.update(kind=kind, holdout_source=None, holdout_fraction=None, model=None)
-        if kind in ("holdout", "ngram", "naive-bayes"):
+        if kind in HOLDOUT_KINDS:
             try:
                 reference["holdout_fraction"] = float(setting)
             except ValueError:

@@ -186,3 +186,10 @@ def test_an_interrupted_entry_resumes_after_its_finished_seeds_and_never_mixes_r
     assert json.loads((tmp_path / "bench" / "t" / "results.json").read_text())["seeds"] == [0, 1]  # nothing lost
     again = harness.run_entry(entry, 1, ["sift.beta=2"], fresh=True)
     assert ran == [0, 1, 0] and again["seeds"] == [0] and again["overrides"] == ["sift.beta=2"]
+    saved_path = tmp_path / "bench" / "t" / "results.json"
+    for text, expected in (("[]", "not a results document the harness wrote; move it away or pass --fresh"),
+                           ("{", "not valid JSON")):
+        saved_path.write_text(text)
+        with pytest.raises(SiftcliError, match=expected):
+            harness.run_entry(entry, 1, [])
+        assert saved_path.read_text() == text  # a file it cannot read is left as it is
