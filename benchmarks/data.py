@@ -155,6 +155,21 @@ def structured_noise(pool: int = 2000, rate: float = 0.4, holdout: int = 400, ev
     return _built(DATA / f"noise-structured-{pool}-{rate:g}-{holdout}-{evaluation}", 20_261_125, build, _shuffled_train_news)
 
 
+def fixed(target: str, train: int, evaluation: int = 2000) -> Path:
+    """A plain labelled split of ``target`` (``mr``: sentence polarity; ``agnews``: topics) for distillation on fixed
+    inputs: ``train`` training rows (``pool.csv``; teacher and student both learn from them) and ``evaluation`` rows to
+    test on (``eval.csv``; for AG News from its test split), disjoint, in one seeded order."""
+    def build(rng: random.Random, rows: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        if target == "agnews":
+            return {"eval": _shuffled_news("alps_test.tsv", rng)[:evaluation], "pool": rows[:train]}
+        return {"eval": rows[:evaluation], "pool": rows[evaluation:evaluation + train]}
+
+    if target not in ("mr", "agnews"):
+        raise ValueError(f"fixed: target is mr or agnews, got {target!r}")
+    rows = _shuffled_train_news if target == "agnews" else None
+    return _built(DATA / f"fixed-{target}-{train}-{evaluation}", 20_261_127, build, rows)
+
+
 def unlabeled_sst2() -> Path:
     """SST-2's training sentences without their labels (``runs/bench-data/sst2-unlabeled/train.tsv``): the same rows in
     the same order as ``../shared/data/sst2/train.tsv``, so a seed's ``max_train_samples`` draw picks the same sentences

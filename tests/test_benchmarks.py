@@ -193,3 +193,25 @@ def test_an_interrupted_entry_resumes_after_its_finished_seeds_and_never_mixes_r
         with pytest.raises(SiftcliError, match=expected):
             harness.run_entry(entry, 1, [])
         assert saved_path.read_text() == text  # a file it cannot read is left as it is
+
+
+@pytest.mark.parametrize("target", ["mr", "agnews"])
+def test_fixed_splits_are_disjoint_labelled_and_test_agnews_on_its_test_split(tmp_path: Path, monkeypatch,
+                                                                              target: str) -> None:
+    import csv
+
+    from benchmarks import data
+
+    _fake_shared(tmp_path, monkeypatch)
+    folder = data.fixed(target, train=80, evaluation=50)
+    read = {f: list(csv.DictReader((folder / f"{f}.csv").open())) for f in ("pool", "eval")}
+    assert len(read["pool"]) == 80 and len(read["eval"]) == 50
+    assert not {r["text"] for r in read["pool"]} & {r["text"] for r in read["eval"]}
+    if target == "agnews":
+        assert all(r["text"].startswith("alps_train_subset_10k.tsv") for r in read["pool"])
+        assert all(r["text"].startswith("alps_test.tsv") for r in read["eval"])
+    else:  # both polarities, each label the file it came from
+        assert all(r["label"] == ("negative" if ".neg" in r["text"] else "positive") for r in read["pool"] + read["eval"])
+        assert {r["label"] for r in read["pool"]} == {"negative", "positive"}
+    with pytest.raises(ValueError, match="mr or agnews"):
+        data.fixed("sst2", train=10)
