@@ -29,11 +29,12 @@ def _teacher() -> None:
 
 #: Distillation on fixed inputs beyond SST-2: (target, training rows, max_length, teacher epochs). Sizes set so that
 #: five seeds of the three arms fit about 20 minutes on 2 cores; the teacher learns from the same rows.
-_FIXED = {"mr": ("mr", 2000, 48, 2, "[negative, positive]"), "agnews": ("agnews", 1200, 64, 3, "[World, Sports, Business, Sci/Tech]")}
+_FIXED = {"mr": ("mr", 2000, 48, 2, "[negative, positive]", "MR sentences"),
+          "agnews": ("agnews", 1200, 64, 3, "[World, Sports, Business, Sci/Tech]", "AG News texts")}
 
 
 def _fixed_overrides(name: str) -> tuple[str, ...]:
-    target, rows, length, _, labels = _FIXED[name]
+    target, rows, length, _, labels, _ = _FIXED[name]
     folder = f"runs/bench-data/fixed-{target}-{rows}-2000"
     return (f"data.source={folder}/pool.csv", f"data.eval_source={folder}/eval.csv", "data.text_column=text",
             "data.label_column=label", f"data.label_names={labels}", "data.max_train_samples=null", f"max_length={length}")
@@ -44,7 +45,7 @@ def _fixed_teacher(name: str) -> None:
     from siftcli.config import load_recipe
     from siftcli.runner import run_train
 
-    target, rows, _, epochs, _ = _FIXED[name]
+    target, rows, _, epochs, _, _ = _FIXED[name]
     data.fixed(target, rows)
     out = ROOT / "runs" / f"distill-teacher-{name}"
     if not (out / "model" / "config.json").exists():
@@ -56,7 +57,7 @@ def _fixed_teacher(name: str) -> None:
 def _fixed_entry(name: str, title: str) -> Entry:
     """Regime (a) of distillation: fixed inputs, where the cache is exact. Plain distillation against the cache and
     the cache plus sifting; the accuracy of cached and plain must agree (the cache is exact), the time is the claim."""
-    target, rows, length, epochs, _ = _FIXED[name]
+    _, rows, length, epochs, _, noun = _FIXED[name]
     return Entry(
         name=f"distill-{name}", title=f"Distillation on fixed inputs, {title}: what the teacher cache buys",
         recipe="recipes/benchmarks/sst2-distill.yaml",
@@ -66,7 +67,7 @@ def _fixed_entry(name: str, title: str) -> Entry:
         opponents=("baseline", "variant:distill.cache=false,sift.enabled=false"),
         prepare=lambda: _fixed_teacher(name),
         about=f"The SST-2 distillation recipe on another text set: a 2-layer, 128-wide BERT student distilled on {rows:,} "
-              f"{title} training texts (max {length} tokens), tested on 2,000 others, from a MiniLM teacher fine-tuned on "
+              f"{noun} (max {length} tokens), tested on 2,000 others, from a MiniLM teacher fine-tuned on "
               f"the same texts once ({epochs} epochs, runs/distill-teacher-{name}; on no arm's clock). `baseline` is cached "
               "distillation (`distill.cache`, on by default for fixed inputs: the teacher once per sample, the first "
               "epoch); `variant:distill.cache=false,sift.enabled=false` is plain distillation, the teacher on every sample "
