@@ -497,7 +497,20 @@ def _check_expansion(root: yaml.Node, where: str) -> None:
 
 
 def _check_yaml_shape(text: str, where: str) -> None:
-    """Walk the YAML event stream (no recursion) and refuse deep nesting and many aliases before composing anything."""
+    """Walk the YAML event stream (no recursion) and refuse deep nesting and many aliases before composing anything.
+
+    libyaml (bundled with PyYAML 6.0.4 and later) has its own nesting limit, which its scanner can hit while reading
+    ahead, before the parser hands over the event that would cross ours; that is the same refusal, not a syntax error
+    (which ``--set`` would take as a plain string)."""
+    try:
+        _walk_yaml_events(text, where)
+    except yaml.YAMLError as exc:
+        if "nesting depth" in str(getattr(exc, "problem", "") or ""):
+            raise SiftcliError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys") from None
+        raise
+
+
+def _walk_yaml_events(text: str, where: str) -> None:
     depth = aliases = 0
     for event in yaml.parse(text, Loader=_LOADER):
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
