@@ -155,6 +155,13 @@ def structured_noise(pool: int = 2000, rate: float = 0.4, holdout: int = 400, ev
     return _built(DATA / f"noise-structured-{pool}-{rate:g}-{holdout}-{evaluation}", 20_261_125, build, _shuffled_train_news)
 
 
+def fixed_folder(target: str, train: int, evaluation: int = 2000) -> Path:
+    """Where :func:`fixed` writes that split (recipes name it before it exists)."""
+    if target not in ("mr", "agnews"):
+        raise ValueError(f"fixed: target is mr or agnews, got {target!r}")
+    return DATA / f"fixed-{target}-{train}-{evaluation}"
+
+
 def fixed(target: str, train: int, evaluation: int = 2000) -> Path:
     """A plain labelled split of ``target`` (``mr``: sentence polarity; ``agnews``: topics) for distillation on fixed
     inputs: ``train`` training rows (``pool.csv``; teacher and student both learn from them) and ``evaluation`` rows to
@@ -164,10 +171,8 @@ def fixed(target: str, train: int, evaluation: int = 2000) -> Path:
             return {"eval": _shuffled_news("alps_test.tsv", rng)[:evaluation], "pool": rows[:train]}
         return {"eval": rows[:evaluation], "pool": rows[evaluation:evaluation + train]}
 
-    if target not in ("mr", "agnews"):
-        raise ValueError(f"fixed: target is mr or agnews, got {target!r}")
-    rows = _shuffled_train_news if target == "agnews" else None
-    return _built(DATA / f"fixed-{target}-{train}-{evaluation}", 20_261_127, build, rows)
+    folder = fixed_folder(target, train, evaluation)
+    return _built(folder, 20_261_127, build, _shuffled_train_news if target == "agnews" else None)
 
 
 def unlabeled_sst2() -> Path:

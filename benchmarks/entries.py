@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
+
 from benchmarks import data
 from benchmarks.harness import ROOT, Entry
 
@@ -18,60 +21,76 @@ def _selection(name: str, recipe: str, overrides: tuple[str, ...], title: str) -
                  aim_ratio=0.6)
 
 
-def _teacher() -> None:
-    """The distillation teacher: pretrained MiniLM fine-tuned on SST-2 once, into runs/distill-teacher (reused)."""
+def _train_once(recipe: str, out: str, overrides: tuple[str, ...] = ()) -> None:
+    """Train ``recipes/benchmarks/RECIPE`` (with ``overrides``) into ``runs/OUT`` unless a model is already there: the
+    teachers every distillation entry reuses, trained once and on no arm's clock."""
     from siftcli.config import load_recipe
     from siftcli.runner import run_train
 
-    out = ROOT / "runs" / "distill-teacher"
-    if not (out / "model" / "config.json").exists():
-        run_train(load_recipe(ROOT / "recipes" / "benchmarks" / "sst2-distill-teacher.yaml"), output=str(out))
+    folder = ROOT / "runs" / out
+    if not (folder / "model" / "config.json").exists():
+        run_train(load_recipe(ROOT / "recipes" / "benchmarks" / recipe, list(overrides)), output=str(folder))
 
-#: Distillation on fixed inputs beyond SST-2: (target, training rows, max_length, teacher epochs). Sizes set so that
-#: five seeds of the three arms fit about 20 minutes on 2 cores; the teacher learns from the same rows.
-_FIXED = {"mr": ("mr", 2000, 48, 2, "[negative, positive]", "MR sentences"),
-          "agnews": ("agnews", 1200, 64, 3, "[World, Sports, Business, Sci/Tech]", "AG News texts")}
+
+def _teacher() -> None:
+    """The distillation teacher: pretrained MiniLM fine-tuned on SST-2 once, into runs/distill-teacher (reused)."""
+    _train_once("sst2-distill-teacher.yaml", "distill-teacher")
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """One text set for distillation on fixed inputs (its key in :data:`_FIXED` is ``data.fixed``'s target)."""
+
+    title: str
+    noun: str
+    rows: int
+    max_length: int
+    teacher_epochs: int
+    labels: str
+
+
+#: Distillation on fixed inputs beyond SST-2. Sizes set so that five seeds of the three arms fit about 20 minutes on 2
+#: cores; the teacher learns from the same rows.
+_FIXED = {"mr": _Fixed("MR sentence polarity", "MR sentences", 2000, 48, 2, "[negative, positive]"),
+          "agnews": _Fixed("AG News topics", "AG News texts", 1200, 64, 3, "[World, Sports, Business, Sci/Tech]")}
 
 
 def _fixed_overrides(name: str) -> tuple[str, ...]:
-    target, rows, length, _, labels, _ = _FIXED[name]
-    folder = f"runs/bench-data/fixed-{target}-{rows}-2000"
+    """The data keys that point a text recipe at ``data.fixed(name, ...)``'s split."""
+    f = _FIXED[name]
+    folder = os.path.relpath(data.fixed_folder(name, f.rows), ROOT)  # recipes name repo-relative paths
     return (f"data.source={folder}/pool.csv", f"data.eval_source={folder}/eval.csv", "data.text_column=text",
-            "data.label_column=label", f"data.label_names={labels}", "data.max_train_samples=null", f"max_length={length}")
+            "data.label_column=label", f"data.label_names={f.labels}", "data.max_train_samples=null",
+            f"max_length={f.max_length}")
 
 
 def _fixed_teacher(name: str) -> None:
     """The data and a MiniLM teacher fine-tuned on it once, into runs/distill-teacher-NAME (reused; on no arm's clock)."""
-    from siftcli.config import load_recipe
-    from siftcli.runner import run_train
-
-    target, rows, _, epochs, _, _ = _FIXED[name]
-    data.fixed(target, rows)
-    out = ROOT / "runs" / f"distill-teacher-{name}"
-    if not (out / "model" / "config.json").exists():
-        recipe = load_recipe(ROOT / "recipes" / "benchmarks" / "sst2-distill-teacher.yaml",
-                             [*_fixed_overrides(name), f"epochs={epochs}", f"name=distill-teacher-{name}"])
-        run_train(recipe, output=str(out))
+    f = _FIXED[name]
+    data.fixed(name, f.rows)
+    _train_once("sst2-distill-teacher.yaml", f"distill-teacher-{name}",
+                (*_fixed_overrides(name), f"epochs={f.teacher_epochs}", f"name=distill-teacher-{name}"))
 
 
-def _fixed_entry(name: str, title: str) -> Entry:
+def _fixed_entry(name: str) -> Entry:
     """Regime (a) of distillation: fixed inputs, where the cache is exact. Plain distillation against the cache and
     the cache plus sifting; the accuracy of cached and plain must agree (the cache is exact), the time is the claim."""
-    _, rows, length, epochs, _, noun = _FIXED[name]
+    f = _FIXED[name]
     return Entry(
-        name=f"distill-{name}", title=f"Distillation on fixed inputs, {title}: what the teacher cache buys",
+        name=f"distill-{name}", title=f"Distillation on fixed inputs, {f.title}: what the teacher cache buys",
         recipe="recipes/benchmarks/sst2-distill.yaml",
         overrides=(*_fixed_overrides(name), f"distill.teacher=runs/distill-teacher-{name}"),
         arms=("baseline", "variant:distill.cache=false,sift.enabled=false", "sifted"),
         subjects=("sifted",),
         opponents=("baseline", "variant:distill.cache=false,sift.enabled=false"),
         prepare=lambda: _fixed_teacher(name),
-        about=f"The SST-2 distillation recipe on another text set: a 2-layer, 128-wide BERT student distilled on {rows:,} "
-              f"{noun} (max {length} tokens), tested on 2,000 others, from a MiniLM teacher fine-tuned on "
-              f"the same texts once ({epochs} epochs, runs/distill-teacher-{name}; on no arm's clock). `baseline` is cached "
-              "distillation (`distill.cache`, on by default for fixed inputs: the teacher once per sample, the first "
-              "epoch); `variant:distill.cache=false,sift.enabled=false` is plain distillation, the teacher on every sample "
-              "every epoch; `sifted` adds the recipe's sifting to the cache. Every teacher forward is on its arm's clock.",
+        about=f"The SST-2 distillation recipe on another text set: a 2-layer, 128-wide BERT student distilled on {f.rows:,} "
+              f"{f.noun} (max {f.max_length} tokens), tested on 2,000 others, from a MiniLM teacher fine-tuned on "
+              f"the same texts once ({f.teacher_epochs} epochs, runs/distill-teacher-{name}; on no arm's clock). `baseline` "
+              "is cached distillation (`distill.cache`, on by default for fixed inputs: the teacher once per sample, the "
+              "first epoch); `variant:distill.cache=false,sift.enabled=false` is plain distillation, the teacher on every "
+              "sample every epoch; `sifted` adds the recipe's sifting to the cache. Every teacher forward is on its arm's "
+              "clock.",
     )
 
 
@@ -113,13 +132,8 @@ _DIGITS_GATE = "variant:sift.enabled=false,distill.teacher_fraction=0.25"
 def _digits_teacher() -> None:
     """The digits data at 48x48 and the image teacher (a ResNet-50 from config, 99.5% on the 797 test images), trained
     once into runs/digits-teacher-48 (about 5 minutes on 2 cores; on no arm's clock)."""
-    from siftcli.config import load_recipe
-    from siftcli.runner import run_train
-
     data.digits(48)
-    out = ROOT / "runs" / "digits-teacher-48"
-    if not (out / "model" / "config.json").exists():
-        run_train(load_recipe(ROOT / "recipes" / "benchmarks" / "digits-resnet-teacher.yaml"), output=str(out))
+    _train_once("digits-resnet-teacher.yaml", "digits-teacher-48")
 
 
 ENTRIES = (
@@ -386,8 +400,8 @@ ENTRIES = (
               "any run so that scoring plus the kept fraction fits half the time), and runs the teacher on kept samples "
               "only.",
     ),
-    _fixed_entry("mr", "MR sentence polarity"),
-    _fixed_entry("agnews", "AG News topics"),
+    _fixed_entry("mr"),
+    _fixed_entry("agnews"),
     Entry(
         name="distill",
         title="Distillation: a teacher on every arm's clock",

@@ -266,8 +266,8 @@ def _teacher_advice(pair: dict[str, Any], seeds: dict[str, Any] | None, sift: di
     """Distillation's first advice, from docs/benchmarks.md (SST-2, MR and AG News, 5 seeds each): a teacher that sees
     fixed inputs is cached 2.6-2.7x faster than plain distillation at the same accuracy, and sifting on top of the
     cache saves only the student's share while it loses accuracy on all three; so say "cache it" before anything
-    about sifting. Where inputs change and
-    sifting fell behind, gating the teacher kept 3.5 more points in less time (distill-augmented-gate)."""
+    about sifting. Where inputs change and sifting fell behind, gating the teacher kept 3.5 more points in less time
+    (distill-augmented-gate)."""
     teacher = pair.get("teacher")
     if not teacher:
         return None

@@ -506,8 +506,12 @@ def _check_yaml_shape(text: str, where: str) -> None:
         _walk_yaml_events(text, where)
     except yaml.YAMLError as exc:
         if "nesting depth" in str(getattr(exc, "problem", "") or ""):
-            raise SiftcliError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys") from None
+            raise _too_deep(where) from None
         raise
+
+
+def _too_deep(where: str) -> SiftcliError:
+    return SiftcliError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys")
 
 
 def _walk_yaml_events(text: str, where: str) -> None:
@@ -516,7 +520,7 @@ def _walk_yaml_events(text: str, where: str) -> None:
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_YAML_DEPTH:
-                raise SiftcliError(f"{where}: nested more than {MAX_YAML_DEPTH} levels deep; a recipe is a few levels of keys")
+                raise _too_deep(where)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
         elif isinstance(event, yaml.AliasEvent):
