@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from siftcli.runio import atomic_write_text
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
 DATA = ROOT / "runs" / "bench-data"
@@ -179,8 +181,6 @@ def unlabeled_sst2() -> Path:
     """SST-2's training sentences without their labels (``runs/bench-data/sst2-unlabeled/train.tsv``): the same rows in
     the same order as ``../shared/data/sst2/train.tsv``, so a seed's ``max_train_samples`` draw picks the same sentences
     as the labelled recipe; distillation from it has only the teacher to learn from (``distill.alpha: 1``)."""
-    from siftcli.runio import atomic_write_text
-
     out = DATA / "sst2-unlabeled" / "train.tsv"
     if not out.exists():
         lines = (SHARED / "sst2" / "train.tsv").read_text(encoding="utf-8").splitlines()

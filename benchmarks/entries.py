@@ -1,4 +1,4 @@
-"""The registry: one :class:`~benchmarks.harness.Entry` per benchmark, workloads × arms as data."""
+"""The registry: one :class:`~benchmarks.entry.Entry` per benchmark, workloads × arms as data."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import os
 from dataclasses import dataclass
 
 from benchmarks import data
-from benchmarks.harness import ROOT, Entry
+from benchmarks.entry import ROOT, Entry
+from siftcli.commands import run_train
+from siftcli.recipe.reader import load_recipe
 
 #: The selection regimes of the first benchmark: plain-loss and reducible-loss sifting against the opponents.
 SELECTION_ARMS = ("baseline", "sifted:score=loss", "sifted:score=reducible", "equal-time", "random-keep", "static-filter")
@@ -24,9 +26,6 @@ def _selection(name: str, recipe: str, overrides: tuple[str, ...], title: str) -
 def _train_once(recipe: str, out: str, overrides: tuple[str, ...] = ()) -> None:
     """Train ``recipes/benchmarks/RECIPE`` (with ``overrides``) into ``runs/OUT`` unless a model is already there: the
     teachers every distillation entry reuses, trained once and on no arm's clock."""
-    from siftcli.config import load_recipe
-    from siftcli.runner import run_train
-
     folder = ROOT / "runs" / out
     if not (folder / "model" / "config.json").exists():
         run_train(load_recipe(ROOT / "recipes" / "benchmarks" / recipe, list(overrides)), output=str(folder))

@@ -2,7 +2,7 @@
 
 An :class:`Entry` is a workload (a recipe and overrides, and a function that makes its data where the data is
 derived from ``../shared/data``) × a list of arms. Running it runs every seed through
-:func:`siftcli.arms.run_plan`, saves ``runs/bench/NAME/results.json`` after every seed (what finished is kept) and
+:func:`siftcli.arms.run.run_plan`, saves ``runs/bench/NAME/results.json`` after every seed (what finished is kept) and
 writes the entry's section of ``docs/benchmarks.md``. Legacy script entries (:data:`SCRIPTS`) keep their own
 drivers but are reached the same way, with ``--seeds`` a whole number everywhere.
 """
@@ -18,38 +18,21 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "runs" / "bench"
-DOC = ROOT / "docs" / "benchmarks.md"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One benchmark: a recipe (path under the repo) with overrides, the arms, which arms are sifted subjects, the
-    default number of seeds, and an optional ``prepare()`` that writes the data the recipe reads."""
-
-    name: str
-    title: str
-    recipe: str
-    arms: tuple[str, ...]
-    subjects: tuple[str, ...] = ("sifted",)
-    overrides: tuple[str, ...] = ()
-    seeds: int = 5
-    prepare: Callable[[], None] | None = None
-    about: str = ""
-    aim_ratio: float = 0.5
-    extra: dict[str, Any] = field(default_factory=dict)
-    opponents: tuple[str, ...] = ("equal-time", "random-keep", "static-filter")  # what a sifted arm must beat: the aim
+from benchmarks import entries
+from benchmarks.entry import DOC, OUT, ROOT, Entry  # noqa: F401  (Entry, ROOT: public here too)
+from siftcli.analysis.stats import metric_info, paired
+from siftcli.arms.run import run_plan
+from siftcli.errors import SiftcliError
+from siftcli.recipe.reader import load_recipe
+from siftcli.runio import atomic_write_json, atomic_write_text, read_json
+from siftcli.sift.stats import add_counts
+from siftcli.training.metrics import brief, paid_seconds
 
 
 def _registry() -> dict[str, Entry]:
-    from benchmarks import entries
-
     return {e.name: e for e in entries.ENTRIES}
 
 
@@ -68,10 +51,6 @@ def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False)
     and the run goes on from the next one (a seed cut short runs again whole, since its arms share one start).
     ``fresh`` discards them. Results from another machine are never mixed in: a seed's ratios compare only within it,
     but the report names one machine."""
-    from siftcli.arms import brief, run_plan
-    from siftcli.config import load_recipe
-    from siftcli.runio import atomic_write_json
-
     if entry.prepare is not None:
         entry.prepare()
     recipe = load_recipe(ROOT / entry.recipe, list(entry.overrides) + sets)
@@ -105,9 +84,6 @@ _SAME_RUN = ("entry", "recipe", "overrides", "arms", "subjects", "machine")
 
 def _resumable(path: Path, new: dict[str, Any]) -> tuple[dict[str, Any], float]:
     """The saved document to continue and its minutes so far, or ``new`` if nothing in it can be kept."""
-    from siftcli.errors import SiftcliError
-    from siftcli.runio import read_json
-
     saved = read_json(path)  # unreadable: one line from read_json
     if not isinstance(saved, dict):
         raise SiftcliError(f"{path}: not a results document the harness wrote; move it away or pass --fresh")
@@ -147,9 +123,7 @@ def _cpu_model() -> str:
 
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """Per arm: time over the full baseline as run and with the reference paid in full, the metric, group shares;
-    per subject: the paired difference against every other arm (:func:`siftcli.analysis.paired`)."""
-    from siftcli.analysis import metric_info, paid_seconds, paired
-
+    per subject: the paired difference against every other arm (:func:`siftcli.analysis.stats.paired`)."""
     runs = result["runs"]
     m = metric_info(runs[0]["baseline"]["metric"])
     sign = 1 if m.higher_is_better else -1
@@ -183,8 +157,6 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
 def _ages(keeps: list[dict[str, Any]]) -> list[float] | None:
     """Share of ranked decisions made by a loss 0, 1, 2, ... epochs old (the last bucket: that or older), over seeds;
     the last entry: decided by no loss yet."""
-    from siftcli.sift.stats import add_counts
-
     total = functools.reduce(add_counts, (k.get("score_ages") or [] for k in keeps), [])
     unknown = sum(k.get("score_unknown") or 0 for k in keeps)
     n = sum(total) + unknown
@@ -268,8 +240,6 @@ def report(entry: Entry, result: dict[str, Any]) -> list[str]:
 
 def write_section(out: Path, title: str, section: list[str]) -> None:
     """Replace the ``## title`` section of ``out`` (or append it), atomically; other sections stay as they are."""
-    from siftcli.runio import atomic_write_text
-
     marker = f"## {title}"
     existing = out.read_text() if out.exists() else "# Benchmarks\n"
     if marker in existing:
@@ -314,8 +284,6 @@ def main(argv: list[str]) -> int:
     entry = registry[args.name]
     os.chdir(ROOT)  # recipes name ../shared/data and runs/ relative to the repository
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from siftcli.errors import SiftcliError
-    from siftcli.runio import read_json
 
     path = OUT / entry.name / "results.json"
     try:

@@ -1,4 +1,4 @@
-"""The ``siftcli`` command: a thin shell over :mod:`siftcli.runner`.
+"""The ``siftcli`` command: a thin shell over :mod:`siftcli.commands`.
 
 Heavy libraries (torch, transformers, datasets) are imported inside command bodies so
 ``siftcli --help`` stays instant.
@@ -166,7 +166,7 @@ def _events(progress: _Progress) -> Any:
 
 
 def _load(recipe: str | None, overrides: list[str] | None, report_to: str | None = None) -> Any:
-    from siftcli.config import load_recipe
+    from siftcli.recipe.reader import load_recipe
 
     return load_recipe(recipe, [*(overrides or []), *([f"report_to={report_to}"] if report_to is not None else [])])
 
@@ -184,8 +184,8 @@ def train(
     json_: JsonOpt = False,
 ) -> None:
     """One fine-tune, sifted when the recipe's sift.enabled is true."""
-    from siftcli.report import run_table
-    from siftcli.runner import run_train
+    from siftcli.commands import run_train
+    from siftcli.report.tables import run_table
 
     if resume and output:
         from siftcli.errors import SiftcliError
@@ -217,7 +217,7 @@ def compare(
                                                   "5 or more for a claim.")] = 1,
     arm: Annotated[Optional[list[str]], typer.Option(
         "--arm", help="Arms to run (repeatable): baseline, sifted, equal-time, random-keep, static-filter, target-only, or "
-                      "sifted:key=value,... (default: the honest opponents; see README).")] = None,
+                      "sifted:key=value,... (default: the honest opponents; see docs/measuring.md).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Baseline and sifted only: no opponents, no verdict on them.")] = False,
     json_: JsonOpt = False,
     equal_time: Annotated[bool, typer.Option("--equal-time", help="Alias of --arm equal-time.")] = False,
@@ -227,9 +227,9 @@ def compare(
 ) -> None:
     """The sifted run against the honest opponents (a baseline given the same time, the same fraction kept at random,
     a static filter where a reference ranks), then what sifting bought and what to do instead."""
+    from siftcli.commands import compare_run_dirs, run_compare
     from siftcli.errors import SiftcliError
-    from siftcli.report import compare_view
-    from siftcli.runner import compare_run_dirs, run_compare
+    from siftcli.report.tables import compare_view
 
     targets = targets or []
     if len(targets) == 2:
@@ -243,7 +243,7 @@ def compare(
     if arms and quick:
         raise SiftcliError("--quick runs baseline and sifted only; give it or --arm, not both")
     if arms:  # run_compare refuses an unknown or unrunnable arm in one line, before anything trains
-        from siftcli.arms import subject_of
+        from siftcli.arms.table import subject_of
 
         subject = subject_of(arms)
         arms = ["baseline", subject, *[a for a in arms if a not in ("baseline", subject)]]
@@ -287,8 +287,10 @@ def sweep_beta(
 ) -> None:
     """Tune beta (and more) on Optuna against the baseline frontier; the answer is the cheapest point reaching the target."""
     from siftcli.errors import SiftcliError
-    from siftcli.report import sweep_view
-    from siftcli.sweep import SweepSettings, parse_space, run_sweep
+    from siftcli.report.tables import sweep_view
+    from siftcli.sweep.run import run_sweep
+    from siftcli.sweep.settings import SweepSettings
+    from siftcli.sweep.space import parse_space
 
     if mode not in ("budget", "pareto"):
         raise SiftcliError(f"--mode {mode!r}: expected budget or pareto")
@@ -354,7 +356,7 @@ def filter_(
 
     The static opponents of a comparison (dedup, static-filter) as a path of their own, for where they win.
     """
-    from siftcli.runner import run_filter
+    from siftcli.commands import run_filter
 
     result = run_filter(_load(recipe, set_), keep, output, similarity if dedup else None)
     if json_:
@@ -382,7 +384,7 @@ def validate(
     offline_only: Annotated[bool, typer.Option("--schema-only", help="Check the schema only; load no data or model.")] = False,
 ) -> None:
     """Check a recipe without training: schema, then whether its data columns and model resolve."""
-    from siftcli.validate import validate_recipe_sources
+    from siftcli.commands import validate_recipe_sources
 
     cfg = _load(recipe, set_)
     lines = [f"[green]ok[/green] {recipe}: schema valid (task {cfg.task}, model {cfg.model.source}, data {cfg.data.source})"]

@@ -23,6 +23,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from siftcli.errors import SiftcliError, first_line
+from siftcli.sift import distributed
+
 T = TypeVar("T")
 TIMEOUT_ENV = "SIFTCLI_DIST_TIMEOUT"
 DEFAULT_TIMEOUT_S = 600
@@ -36,7 +39,6 @@ def check_launch() -> None:
     a rank below the world size, a finite positive timeout. ``WORLD_SIZE=abc`` must not quietly mean one process."""
     import math
 
-    from siftcli.errors import SiftcliError
 
     values = {}
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT"):
@@ -46,7 +48,7 @@ def check_launch() -> None:
         try:
             values[name] = int(text.strip())
         except ValueError:
-            raise SiftcliError(f"{name}={text!r}: expected a whole number (set by torchrun; see README, Scale out)", own=True) from None
+            raise SiftcliError(f"{name}={text!r}: expected a whole number (set by torchrun; see docs/scale-out.md)", own=True) from None
         if values[name] < (1 if name == "WORLD_SIZE" else 0):
             raise SiftcliError(f"{name}={text!r}: expected a whole number of at least {1 if name == 'WORLD_SIZE' else 0}", own=True)
     world_size = values.get("WORLD_SIZE", 1)
@@ -78,15 +80,11 @@ def active() -> bool:
 
 
 def rank() -> int:
-    from siftcli.sift.distributed import rank
-
-    return rank()
+    return distributed.rank()
 
 
 def world() -> int:
-    from siftcli.sift.distributed import world_size
-
-    return world_size()
+    return distributed.world_size()
 
 
 def local_rank() -> int:
@@ -110,7 +108,6 @@ def init(device_type: str) -> bool:
     import torch
     import torch.distributed as dist
 
-    from siftcli.errors import SiftcliError, first_line
 
     check_launch()
     if not launched() or (dist.is_available() and dist.is_initialized()):
@@ -120,7 +117,7 @@ def init(device_type: str) -> bool:
     missing = [v for v in ("RANK", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
         raise SiftcliError(f"WORLD_SIZE is set but {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not: launch "
-                           "with torchrun (see README, Scale out)")
+                           "with torchrun (see docs/scale-out.md)")
     timeout = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
     if device_type == "cuda":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -145,9 +142,7 @@ def init(device_type: str) -> bool:
 
 def any_true(*flags: bool) -> list[bool]:
     """Each flag, true on every rank if it is true on any (one all-reduce for all of them)."""
-    from siftcli.sift.distributed import any_true
-
-    return any_true(*flags)
+    return distributed.any_true(*flags)
 
 
 def broadcast(obj: T) -> T:
@@ -180,7 +175,6 @@ def on_main(fn: Callable[[], T]) -> T:
     """
     if not active():
         return fn()
-    from siftcli.errors import SiftcliError
 
     result: tuple[str, Any] = ("ok", None)
     if is_main():

@@ -14,11 +14,14 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from siftcli import parallel
 from siftcli.errors import SiftcliError, first_line
+
+Event = Callable[[str, dict[str, Any]], None]  # on_event(kind, data): progress for the CLI, trackers and scripts
 
 
 def _clean(obj: Any) -> Any:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from siftcli.analysis import compare_pair, paired, summarise_seeds, target_for, time_to_target, verdict
+from siftcli.analysis.stats import compare_pair, paired, summarise_seeds, target_for, time_to_target
+from siftcli.analysis.verdict import verdict
 
 
 def _run(arm: str, curve: list[tuple[float, float]], seconds: float, keep: float | None = None) -> dict:

@@ -7,11 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from siftcli.arms import ARMS, SeedContext, arm_row, default_arms, ordered, random_keep_changes, run_one, run_plan
-from siftcli.builders import build_workload
-from siftcli.config import validate_recipe
+from siftcli.arms.context import SeedContext
+from siftcli.arms.run import run_one, run_plan
+from siftcli.arms.table import ARMS, arm_row, default_arms, ordered, random_keep_changes
 from siftcli.errors import SiftcliError
-from siftcli.train import Reference
+from siftcli.recipe.schema import validate_recipe
+from siftcli.training.loop import Reference
+from siftcli.workload.build import build_workload
 from tests.conftest import tiny_recipe_dict
 
 
@@ -83,7 +85,7 @@ def test_a_wider_static_filter_trains_for_the_subjects_steps_and_bad_fractions_a
 def test_a_plan_gives_each_seed_its_own_weights_and_every_arm_of_a_seed_the_same(text_csv: Path, tmp_path: Path) -> None:
     recipe = validate_recipe(tiny_recipe_dict(text_csv, epochs=1, **{"eval.every_steps": None}))
     starts: dict[tuple[int, str], torch.Tensor] = {}
-    import siftcli.train as train_mod
+    import siftcli.arms.run as train_mod  # where run_one looks train up
 
     real = train_mod.train
 

@@ -10,10 +10,11 @@ import torch
 import yaml
 from PIL import Image, ImageOps
 
-from siftcli.augment import AugmentedDataset, ImageAugment, TextAugment
-from siftcli.builders import build_train_loader, build_workload
-from siftcli.config import recipe_to_yaml, validate_recipe
 from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import recipe_to_yaml, validate_recipe
+from siftcli.training.setup import build_train_loader
+from siftcli.workload.augment import AugmentedDataset, ImageAugment, TextAugment
+from siftcli.workload.build import build_workload
 from tests.conftest import tiny_recipe_dict
 
 SPECIAL = frozenset({101, 102, 0})

@@ -162,19 +162,18 @@ def test_relevance_news_mixes_target_texts_with_off_target_sentences_under_rando
 
 def test_an_interrupted_entry_resumes_after_its_finished_seeds_and_never_mixes_runs(tiny_recipe, tmp_path: Path,
                                                                                      monkeypatch) -> None:
-    import siftcli.arms
     from benchmarks import harness
     from siftcli.errors import SiftcliError
 
     monkeypatch.setattr(harness, "OUT", tmp_path / "bench")
     ran: list[int] = []
-    real = siftcli.arms.run_plan
+    real = harness.run_plan
 
     def spy(recipe, arms, seeds, folder, **kw):  # noqa: ANN001, ANN003, ANN202
         ran.extend(seeds)
         return real(recipe, arms, seeds, folder, **kw)
 
-    monkeypatch.setattr(siftcli.arms, "run_plan", spy)
+    monkeypatch.setattr(harness, "run_plan", spy)
     entry = harness.Entry("t", "Test", str(tiny_recipe(epochs=1)), ("baseline", "sifted"))
     first = harness.run_entry(entry, 1, [])  # as if stopped after seed 0
     saved = json.loads((tmp_path / "bench" / "t" / "results.json").read_text())

@@ -67,7 +67,7 @@ def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path) -> None
             assert shown in table, (arm, shown)
     diff = 100 * (runs["sifted"]["final"]["accuracy"] - runs["equal-time"]["final"]["accuracy"])
     assert f"{diff:+.2f} points" in result.output and data["pairs"][0]["vs"]["equal-time"]["diff"] == pytest.approx(diff)
-    from siftcli.arms import equal_time_steps
+    from siftcli.arms.table import equal_time_steps
 
     # the equal-time baseline gets the sifted run's wall-clock in steps (more than the baseline's, if sifting was slower)
     assert runs["equal-time"]["optimizer_steps"] == equal_time_steps(runs["baseline"], runs["sifted"])
@@ -116,8 +116,8 @@ def test_set_overrides_and_are_stored(tiny_recipe, tmp_path: Path) -> None:
 
 
 def test_validate_resolves_columns_and_model(tiny_recipe) -> None:
-    from siftcli.builders import build_workload
-    from siftcli.config import load_recipe
+    from siftcli.recipe.reader import load_recipe
+    from siftcli.workload.build import build_workload
 
     result = runner.invoke(app, ["validate", str(tiny_recipe())])
     assert result.exit_code == 0, result.output
@@ -129,7 +129,7 @@ def test_validate_resolves_columns_and_model(tiny_recipe) -> None:
 
 def _interrupt_after(monkeypatch, calls: int) -> None:
     """Simulate Ctrl-C at a given training step (the LR schedule is called once per step)."""
-    import siftcli.train as train_module
+    import siftcli.training.loop as train_module
 
     real = train_module.lr_factor
     count = {"n": 0}

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from siftcli import compiling
-from siftcli.builders import build_workload
-from siftcli.config import validate_recipe
-from siftcli.rows import PadCollator
+from siftcli.recipe.schema import validate_recipe
 from siftcli.sift.batching import Packer, bucket, trim_padding
-from siftcli.train import train
+from siftcli.training import compiling
+from siftcli.training.loop import train
+from siftcli.workload.build import build_workload
+from siftcli.workload.rows import PadCollator
 from tests.conftest import tiny_recipe_dict
 
 

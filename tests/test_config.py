@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from siftcli.builders import sift_config
-from siftcli.config import apply_override, load_recipe, recipe_to_yaml, validate_recipe
 from siftcli.errors import SiftcliError
+from siftcli.recipe.reader import apply_override, load_recipe
+from siftcli.recipe.schema import recipe_to_yaml, validate_recipe
+from siftcli.training.setup import sift_config
 from tests.conftest import tiny_recipe_dict
 
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from siftcli.builders import build_workload
-from siftcli.config import validate_recipe
-from siftcli.data import load_splits, vader_words
 from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import validate_recipe
+from siftcli.workload.build import build_workload
+from siftcli.workload.data import load_splits, vader_words
 from tests.conftest import tiny_recipe_dict
 
 

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from siftcli.dedup import jaccard, near_duplicates, shingles, token_sequences
+from siftcli.arms.dedup import jaccard, near_duplicates, shingles, token_sequences
 from siftcli.errors import SiftcliError
 
 

@@ -9,12 +9,13 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from siftcli.builders import build_workload, save_model
 from siftcli.cli import app
-from siftcli.config import validate_recipe
-from siftcli.distill import TeacherCache, kd_loss
-from siftcli.models import build_model
-from siftcli.runner import run_train
+from siftcli.commands import run_train
+from siftcli.recipe.schema import validate_recipe
+from siftcli.training.distill import TeacherCache, kd_loss
+from siftcli.training.setup import save_model
+from siftcli.workload.build import build_workload
+from siftcli.workload.models import build_model
 from tests.conftest import TINY_BERT, tiny_recipe_dict
 
 runner = CliRunner()
@@ -179,8 +180,8 @@ def test_an_unlabelled_pool_distils_with_the_students_uncertainty(tmp_path: Path
 
 def test_a_teacher_fraction_runs_the_teacher_on_the_unsure_share_and_the_rest_trains_on_labels(
         tmp_path: Path, text_csv: Path, teacher_dir: Path) -> None:
-    from siftcli.distill import distill_loss, kd_loss
     from siftcli.sift.losses import uncertainty
+    from siftcli.training.distill import distill_loss, kd_loss
 
     spec = {"teacher": str(teacher_dir), "cache": False, "teacher_fraction": 0.25, "teacher_beta": 50.0}
     recipe = validate_recipe(tiny_recipe_dict(text_csv, distill=spec, **{"sift.enabled": False}))

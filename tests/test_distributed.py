@@ -105,7 +105,7 @@ def test_ranks_with_different_numbers_of_raw_batches_fail_together_instead_of_ha
 
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_seeded_sampler_shards_evenly_and_covers_the_data(world: int) -> None:
-    from siftcli.builders import SeededSampler
+    from siftcli.training.setup import SeededSampler
 
     shards = [list(SeededSampler(10, seed=3, rank=r, world=world)) for r in range(world)]
     assert len({len(s) for s in shards}) == 1 and all(len(s) == -(-10 // world) for s in shards)

@@ -263,7 +263,7 @@ def test_resume_with_decisions_at_the_sampler_reproduces_an_uninterrupted_run(st
     """With workers the sampler runs ahead: the decisions it made for batches not yet trained are saved and replayed."""
 
     def make() -> SiftingDataLoader:
-        from siftcli.builders import SeededSampler  # an order fixed by (seed, epoch), as a resumable run needs
+        from siftcli.training.setup import SeededSampler  # an order fixed by (seed, epoch), as a resumable run needs
 
         return SiftingDataLoader(DataLoader(_Counted(120), batch_size=8, sampler=SeededSampler(120, 3), num_workers=workers),
                                  torch.nn.Linear(2, 2), _value_loss,

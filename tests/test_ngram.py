@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-import siftcli.reference as reference_mod
-from siftcli.builders import build_workload
-from siftcli.config import validate_recipe
+import siftcli.arms.reference as reference_mod
+from siftcli.arms.ngram import cross_entropy_difference, ngrams
 from siftcli.errors import SiftcliError
-from siftcli.ngram import cross_entropy_difference, ngrams
+from siftcli.recipe.schema import validate_recipe
+from siftcli.workload.build import build_workload
 from tests.conftest import NEG, POS, make_text_rows, tiny_recipe_dict
 
 NEWS = ["stocks", "market", "shares", "bank", "profit", "league", "match", "season", "election", "minister"]
@@ -57,7 +57,7 @@ def _two_domain_data(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_an_ngram_reference_ranks_target_texts_first_and_trains_nothing(tmp_path: Path, monkeypatch) -> None:
-    from siftcli.arms import lowest
+    from siftcli.arms.table import lowest
 
     pool, holdout = _two_domain_data(tmp_path)
     monkeypatch.setattr(reference_mod, "train", lambda *a, **k: pytest.fail("an n-gram reference trains no model"))
@@ -90,7 +90,7 @@ def test_recipes_that_cannot_use_an_ngram_reference_are_refused(text_csv: Path) 
 def test_naive_bayes_gives_a_label_that_fits_its_words_a_low_loss_and_a_flipped_one_a_high_loss() -> None:
     import math
 
-    from siftcli.ngram import label_losses
+    from siftcli.arms.ngram import label_losses
 
     rng = random.Random(0)
     words = {0: list(range(1000, 1030)), 1: list(range(2000, 2030))}
@@ -113,7 +113,7 @@ def test_naive_bayes_gives_a_label_that_fits_its_words_a_low_loss_and_a_flipped_
 
 def test_a_naive_bayes_reference_ranks_mislabelled_texts_last_trains_nothing_and_is_cached(tmp_path: Path,
                                                                                            monkeypatch) -> None:
-    from siftcli.arms import lowest
+    from siftcli.arms.table import lowest
 
     rng = random.Random(4)
 

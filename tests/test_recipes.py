@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from siftcli.config import default_recipe_path, load_recipe
+from siftcli.recipe.reader import default_recipe_path, load_recipe
 
 RECIPES = sorted((Path(__file__).resolve().parent.parent / "recipes").rglob("*.yaml"))
 

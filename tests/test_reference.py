@@ -6,10 +6,10 @@ from pathlib import Path
 
 import torch
 
-import siftcli.reference as reference_mod
-from siftcli.builders import build_workload
-from siftcli.config import validate_recipe
-from siftcli.reference import cross_fitted_reference, reference_recipe, split_halves, within_label_percentiles
+import siftcli.arms.reference as reference_mod
+from siftcli.arms.reference import cross_fitted_reference, reference_recipe, split_halves, within_label_percentiles
+from siftcli.recipe.schema import validate_recipe
+from siftcli.workload.build import build_workload
 from tests.conftest import tiny_recipe_dict
 
 
@@ -46,7 +46,7 @@ def test_reference_recipe_takes_its_own_epochs_and_lr(text_csv: Path) -> None:
 
 
 def test_a_holdout_reference_is_built_once_cached_by_key_and_reused(text_csv: Path, monkeypatch) -> None:
-    from siftcli.reference import cache_key, reference_for
+    from siftcli.arms.reference import cache_key, reference_for
 
     recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
                                                             "sift.reference.holdout_fraction": 0.2}))
@@ -72,7 +72,7 @@ def test_a_holdout_reference_is_built_once_cached_by_key_and_reused(text_csv: Pa
 
 
 def test_within_label_percentiles_rank_each_class_alone_so_a_kept_fraction_is_that_fraction_of_every_class() -> None:
-    from siftcli.arms import lowest
+    from siftcli.arms.table import lowest
 
     # class 0 is easy for the reference (losses 0.0-0.5), class 1 hard (5-10): raw, the lowest half is class 0 only
     losses = torch.tensor([0.1, 5.0, 0.3, 7.0, 0.0, 9.0, 0.5, 6.0, float("nan"), 10.0])
@@ -102,7 +102,7 @@ def test_reference_kinds_are_checked_in_the_recipe(text_csv: Path) -> None:
 
 
 def test_reference_scoring_decides_every_batch_without_a_forward(text_csv: Path) -> None:
-    from siftcli.builders import build_train_loader, sift_config
+    from siftcli.training.setup import build_train_loader, sift_config
 
     recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.sift_delay": 0,
                                                             "sift.mode": "calibrated", "sift.keep_fraction": 0.25}))

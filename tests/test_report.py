@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from siftcli.analysis import summarise_seeds
-from siftcli.report import compare_view, run_table, sweep_view
+from siftcli.analysis.stats import summarise_seeds
+from siftcli.report.tables import compare_view, run_table, sweep_view
 
 
 def _render(renderable) -> str:  # noqa: ANN001
@@ -62,7 +62,7 @@ def test_report_html_is_one_self_contained_page_holding_every_arm_and_the_verdic
     import json
     import re
 
-    from siftcli.html import report_html
+    from siftcli.report.html import report_html
 
     runs = {"baseline": _run("baseline", 20.0, 0.80), "sifted": _run("sifted", 11.0, 0.84, keep=0.3),
             "equal-time": _run("equal-time", 11.5, 0.82)}
@@ -89,7 +89,7 @@ def test_report_html_draws_in_a_real_headless_browser(tmp_path) -> None:  # noqa
 
     import pytest
 
-    from siftcli.html import report_html
+    from siftcli.report.html import report_html
 
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from siftcli import study as studies
 from siftcli.errors import SiftcliError
-from siftcli.sweep import SweepSettings
+from siftcli.sweep import study as studies
+from siftcli.sweep.settings import SweepSettings
 from tests.conftest import tiny_recipe_dict
 
 optuna = pytest.importorskip("optuna")

@@ -9,12 +9,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from siftcli import study as studies
-from siftcli import sweep, workers
 from siftcli.cli import app
-from siftcli.config import validate_recipe
 from siftcli.errors import RunInterrupted, SiftcliError
-from siftcli.sweep import SweepSettings, non_dominated, parse_space, run_sweep
+from siftcli.recipe.schema import validate_recipe
+from siftcli.sweep import run as sweep
+from siftcli.sweep import study as studies
+from siftcli.sweep import workers
+from siftcli.sweep.run import non_dominated, run_sweep
+from siftcli.sweep.settings import SweepSettings
+from siftcli.sweep.space import parse_space
 from tests.conftest import tiny_recipe_dict
 
 pytest.importorskip("optuna")
@@ -123,7 +126,7 @@ def test_sigterm_stops_the_workers_and_keeps_the_sweep(tmp_path: Path, monkeypat
 def test_a_crashed_worker_fails_its_trial_and_is_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first worker dies inside trial 0 (exit code 3, as a segfault or the OOM killer would end it); the trial
     is failed with that, a new worker trains trial 1, and the sweep ends normally."""
-    crash_on_zero = ("import itertools, json, sys; from pathlib import Path; from siftcli import workers; "
+    crash_on_zero = ("import itertools, json, sys; from pathlib import Path; from siftcli.sweep import workers; "
                      "line = sys.stdin.readline(); sys.exit(3) if json.loads(line)['number'] == 0 else "
                      "sys.exit(workers.serve(Path(sys.argv[1]), itertools.chain([line], sys.stdin), sys.stdout))")
     monkeypatch.setattr(workers, "WORKER_COMMAND", [sys.executable, "-c", crash_on_zero])

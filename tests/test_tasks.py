@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from siftcli.config import validate_recipe
 from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import validate_recipe
 from siftcli.tasks import METRICS, TASKS
 from tests.conftest import tiny_recipe_dict
 
@@ -38,8 +38,9 @@ def test_a_metric_added_to_the_table_is_read_by_analysis_and_report(monkeypatch:
     from rich.console import Console
 
     from siftcli import tasks
-    from siftcli.analysis import compare_pair, verdict
-    from siftcli.report import compare_view
+    from siftcli.analysis.stats import compare_pair
+    from siftcli.analysis.verdict import verdict
+    from siftcli.report.tables import compare_view
 
     monkeypatch.setitem(tasks.METRICS, "f1", tasks.Metric("f1", True, scale=100.0, unit=" f1 points"))
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from siftcli import trackers
 from siftcli.cli import app
-from siftcli.config import validate_recipe
+from siftcli.recipe.schema import validate_recipe
+from siftcli.report import trackers
 from tests.conftest import tiny_recipe_dict
 
 runner = CliRunner()

@@ -9,11 +9,12 @@ import pytest
 import torch
 from PIL import Image
 
-from siftcli.builders import build_workload, sift_config
-from siftcli.config import validate_recipe
+from siftcli.commands import run_train
 from siftcli.errors import RunInterrupted
-from siftcli.runner import run_train
-from siftcli.train import lr_factor, train
+from siftcli.recipe.schema import validate_recipe
+from siftcli.training.loop import lr_factor, train
+from siftcli.training.setup import sift_config
+from siftcli.workload.build import build_workload
 from tests.conftest import TINY_BERT, tiny_recipe_dict
 
 
@@ -207,7 +208,8 @@ def test_the_same_recipe_starts_from_the_same_weights_in_separate_processes(text
 
     recipe = tmp_path / "r.json"
     recipe.write_text(json.dumps(tiny_recipe_dict(text_csv)))
-    code = ("import json, sys, torch; from siftcli.builders import build_workload; from siftcli.config import validate_recipe; "
+    code = ("import json, sys, torch; from siftcli.workload.build import build_workload; "
+            "from siftcli.recipe.schema import validate_recipe; "
             "w = build_workload(validate_recipe(json.load(open(sys.argv[1])))); "
             "print(sum(float(v.double().abs().sum()) * (i + 1) for i, v in enumerate(w.model.state_dict().values())))")
     sums = [subprocess.run([sys.executable, "-c", code, str(recipe)], capture_output=True, text=True, check=True).stdout
@@ -245,7 +247,7 @@ def test_the_evaluation_schedule_does_not_change_training(tmp_path: Path, text_c
 def test_rule_weights_scale_the_training_loss() -> None:
     """InfoBatch's weights reach the gradient: weight 2 on every sample doubles an SGD step."""
     from siftcli.sift.losses import cross_entropy_loss
-    from siftcli.train import train_step
+    from siftcli.training.loop import train_step
 
     recipe = validate_recipe({"optim": {"grad_clip": None}})
     batch_x, batch_y = torch.randn(6, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0, 1, 1, 0])

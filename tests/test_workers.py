@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from siftcli import workers
-from siftcli.builders import workload_key
-from siftcli.sweep import SweepSettings, parse_space, run_sweep
+from siftcli.sweep import workers
+from siftcli.sweep.run import run_sweep
+from siftcli.sweep.settings import SweepSettings
+from siftcli.sweep.space import parse_space
+from siftcli.workload.build import workload_key
 from tests.test_sweep import _regression
 
 pytest.importorskip("optuna")

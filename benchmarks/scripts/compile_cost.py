@@ -1,4 +1,4 @@
-"""compile: true on CPU (issue #14): eager vs torch.compile, with and without padding lengths to buckets.
+"""compile: true on CPU: eager vs torch.compile, with and without padding lengths to buckets.
 
 One invocation, one seed (a speed measurement; the accuracy column is a sanity check, not a claim), on
 recipes/benchmarks/sst2-minilm.yaml (MiniLM-L6 on 2,000 SST-2 sentences, lengths up to 48) for one epoch:
@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import _cpu, write_section
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.arms.context import SeedContext
+from siftcli.arms.run import run_one
+from siftcli.recipe.reader import load_recipe
+from siftcli.workload.build import build_workload
 
 OUT = ROOT / "runs" / "compile-cost"
 ARMS = {
@@ -66,9 +70,6 @@ def run(epochs: float) -> dict[str, dict[str, Any]]:
 
     import torch._dynamo
 
-    from siftcli.builders import build_workload
-    from siftcli.config import load_recipe
-    from siftcli.runner import run_arm
 
     base = load_recipe(ROOT / "recipes" / "benchmarks" / "sst2-minilm.yaml", [f"epochs={epochs}", "log_every_steps=5"])
     workload = build_workload(base)
@@ -79,7 +80,7 @@ def run(epochs: float) -> dict[str, dict[str, Any]]:
         recipe = base.model_copy(update=changes)
         folder = folder_of(name)
         shutil.rmtree(folder, ignore_errors=True)  # the log is appended to: start clean
-        run_arm(workload, initial, recipe, folder, name, sift=sift)
+        run_one(SeedContext(recipe, workload, initial), "sifted" if sift else "baseline", folder)
         results[name] = load(name)
         metrics = results[name]
         print(f"{name}: {metrics['train_seconds']:.1f} s, compile {metrics.get('compile')}", flush=True)

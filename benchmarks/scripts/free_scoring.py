@@ -1,4 +1,4 @@
-"""Scoring that costs nothing (issue #10): fresh vs memory scoring vs InfoBatch's rule, against the honest opponents.
+"""Scoring that costs nothing: fresh vs memory scoring vs InfoBatch's rule, against the honest opponents.
 
 For every workload and seed, in one process, from the same initial weights and data order:
 
@@ -34,7 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import _cpu, _fmt, _ms, publish
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.arms.context import SeedContext
+from siftcli.arms.run import run_one
+from siftcli.recipe.reader import load_recipe
+from siftcli.runio import atomic_write_json
+from siftcli.workload.build import build_workload
 
 FAST_EVAL = ["eval.per_epoch=false", "eval.every_steps=100"]
 # name: (recipe, overrides, what it is)
@@ -62,9 +67,6 @@ def arm_changes(arm: str, batches_per_epoch: int) -> dict[str, Any]:
 def run_workload(name: str, seeds: list[int], out_root: Path) -> dict[str, Any]:
     import yaml
 
-    from siftcli.arms import SeedContext, run_one
-    from siftcli.builders import build_workload
-    from siftcli.config import load_recipe
 
     path, overrides, _ = WORKLOADS[name]
     recipe = load_recipe(ROOT / path, overrides)
@@ -176,7 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         print("free_scoring: ../shared/data not found beside the repository", file=sys.stderr)
         return 2
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from siftcli.runio import atomic_write_json
 
     started = time.perf_counter()
     out_root = ROOT / "runs" / "free-scoring"

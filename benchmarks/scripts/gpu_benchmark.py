@@ -1,4 +1,4 @@
-"""The GPU benchmark (issue #14): baseline vs sifted vs equal-time baseline, eager vs torch.compile, on CUDA in bf16.
+"""The GPU benchmark: baseline vs sifted vs equal-time baseline, eager vs torch.compile, on CUDA in bf16.
 
 Recipe: recipes/gpu/bert-base-config-sst2.yaml (a BERT-base-sized model from config, so nothing is downloaded;
 SST-2 from ../shared/data, 67k training sentences, the 6,735-sentence dev set for evaluation). Steps:
@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import mean_sd, write_section
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.commands import run_compare
+from siftcli.recipe.reader import load_recipe
 
 RECIPE = ROOT / "recipes" / "gpu" / "bert-base-config-sst2.yaml"
 DATA = ROOT / ".gpu-data" / "sst2"
@@ -52,9 +54,6 @@ def device_name() -> str:
 
 
 def run(compiled: bool, seeds: int, smoke: bool, out: Path) -> Path:
-    from siftcli.config import load_recipe
-    from siftcli.runner import run_compare
-
     overrides = [f"compile={str(compiled).lower()}", *(SMOKE if smoke else [])]
     recipe = load_recipe(RECIPE, overrides)
     folder = out / ("compiled" if compiled else "eager")

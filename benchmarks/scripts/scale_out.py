@@ -1,4 +1,4 @@
-"""Scale out (issue #12): the default recipe on 1 process and on 2 torchrun processes (gloo, CPU), sifted and not.
+"""Scale out: the default recipe on 1 process and on 2 torchrun processes (gloo, CPU), sifted and not.
 
 Runs ``siftcli compare --seeds N`` twice, the same way a user would:
 
@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import _cpu, mean_sd, write_section
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.runio import read_json
 
 OUT = ROOT / "runs" / "scale-out"
 ARMS = ("baseline", "sifted")
@@ -54,8 +55,6 @@ def launch(procs: int, seeds: int, folder: Path) -> float:
 
 
 def runs(folder: Path, seeds: int) -> dict[str, list[dict[str, Any]]]:
-    from siftcli.runio import read_json
-
     out: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
     for seed in range(seeds):
         base = folder / (f"seed{seed}" if seeds > 1 else "")

@@ -17,7 +17,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import _cpu, write_section
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.recipe.reader import load_recipe
+from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
+from siftcli.sift.scoring import Scorer
+from siftcli.workload.build import build_workload
 
 LENGTHS = (7, 16, 48, 128)
 
@@ -25,10 +29,6 @@ LENGTHS = (7, 16, 48, 128)
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from siftcli.builders import build_workload
-    from siftcli.config import load_recipe
-    from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
-    from siftcli.sift.scoring import Scorer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         *rows,
         "",
         f"CPU reports bf16 instructions: {fast_bf16(cpu)}. `auto` chose {chosen} on a batch of the default recipe. "
-        "Earlier sessions' CPUs scored faster in bf16 (s 0.24 → 0.17 on the default recipe), which is why `auto` now "
+        "Other CPUs scored faster in bf16 (s 0.24 → 0.17 on the default recipe), which is why `auto` now "
         "times both instead of trusting the CPU's flags.",
         "",
     ]

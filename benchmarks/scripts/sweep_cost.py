@@ -1,5 +1,5 @@
 """What warm workers and Hyperband pruning save a sweep, and one study shared by two sweep commands on PostgreSQL,
-measured on the default recipe (issues #11, #25).
+measured on the default recipe.
 
 The baseline frontier is trained once first and copied into every sweep (so no sweep's wall-clock carries it):
 
@@ -30,15 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import _cpu, publish
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.recipe.reader import load_recipe
+from siftcli.runio import atomic_write_json, read_json
+from siftcli.sweep.run import run_frontier, run_sweep
+from siftcli.sweep.settings import SweepSettings
+from siftcli.sweep.space import parse_space
 
 
 def _sweep(recipe: Any, settings: Any, out: Path, frontier_from: Path) -> dict[str, Any]:
     """One sweep, or the one a run before left finished in ``out`` (``--reuse``). Its wall-clock is the sweep's own
     (``sweep_seconds``: from the study's opening to the summary, the frontier copied in, not trained)."""
-    from siftcli.runio import read_json
-    from siftcli.sweep import run_sweep
-
     if (out / "sweep.json").exists() and read_json(out / "sweep.json").get("status") == "completed":
         result = read_json(out / "sweep.json")
     else:
@@ -191,9 +193,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     os.chdir(ROOT)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from siftcli.config import load_recipe
-    from siftcli.runio import atomic_write_json
-    from siftcli.sweep import SweepSettings, parse_space, run_frontier
 
     recipe = load_recipe(args.recipe, args.set)
     root = Path(args.reuse) if args.reuse else ROOT / "runs" / f"sweep-cost-{time.strftime('%Y%m%d-%H%M%S')}"

@@ -20,7 +20,14 @@ import sys
 import time
 from typing import Any
 
-from benchmarks.harness import ROOT  # noqa: E402
+from benchmarks.entry import ROOT  # noqa: E402
+from siftcli.analysis.stats import compare_pair
+from siftcli.arms.context import SeedContext, prepare
+from siftcli.arms.run import run_one
+from siftcli.errors import SiftcliError
+from siftcli.recipe.reader import load_recipe
+from siftcli.runio import atomic_write_json
+from siftcli.workload.build import build_workload
 
 DEFAULT_VARIANTS = [
     "default=",
@@ -33,8 +40,6 @@ DEFAULT_VARIANTS = [
 
 
 def _parse_variant(text: str) -> tuple[str, list[str]]:
-    from siftcli.errors import SiftcliError
-
     name, _, sets = text.partition("=")
     if not name:
         raise SiftcliError(f"--variant {text!r}: expected NAME=key=value,key=value")
@@ -74,13 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(ROOT)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    from siftcli.analysis import compare_pair
-    from siftcli.arms import SeedContext, run_one
-    from siftcli.builders import build_workload
-    from siftcli.config import load_recipe
-    from siftcli.errors import SiftcliError
-    from siftcli.runio import atomic_write_json
-    from siftcli.runner import prepare
 
     try:
         recipe = load_recipe(args.recipe, args.set)

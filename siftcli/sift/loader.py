@@ -69,7 +69,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         pad_to_multiple_of: packed batches are trimmed to their longest sample rounded up to this multiple,
             so a compiled model sees a few sequence lengths instead of a new one every batch.
         reference_losses: ``Tensor[len(dataset)]``, a reference model's loss per training sample, for
-            ``SiftConfig(score="reducible")`` (``siftcli.reference`` computes them cross-fitted).
+            ``SiftConfig(score="reducible")`` (``siftcli.arms.reference`` computes them cross-fitted).
         epochs: the run's length in epochs; ``SiftConfig(anneal_fraction=...)`` needs it to know when the
             last part of the run begins.
         meta_in_batch: put each yielded mapping batch's dataset indices and loss weights in it too, as

@@ -35,7 +35,7 @@ def scoring_precision(requested: str | None, device: torch.device, train_precisi
     Scoring only ranks losses, so bf16 rounding does not change which samples are kept in any way that matters,
     and where bf16 is faster it cuts the scoring cost s that every saving is bounded by. Whether it is faster on a
     CPU is not a property of its flags: on a 2-core AVX512-BF16 Xeon with torch 2.13 bf16 autocast scored MiniLM
-    1.35-1.54x *slower* than fp32, where an earlier session's CPU measured it faster (s 0.24 -> 0.17); so it is timed.
+    1.35-1.54x *slower* than fp32, where another CPU measured it faster (s 0.24 -> 0.17); so it is timed.
     """
     if requested in (None, "auto"):
         if device.type == "cpu" and fast_bf16(device) and train_precision in ("fp32", "bf16"):

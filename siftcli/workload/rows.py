@@ -7,10 +7,11 @@ from typing import Any
 
 import torch
 
-from siftcli.config import Recipe
 from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import Recipe
 from siftcli.sift.batching import bucket
 from siftcli.tasks import TASKS
+from siftcli.workload.data import load_splits
 
 
 class PadCollator:
@@ -120,8 +121,6 @@ def split_off(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]
 
 def holdout_split(recipe: Recipe, label_names: list[str] | None) -> Any:
     """``sift.reference.holdout_source``: rows with the training data's columns and labels."""
-    from siftcli.data import load_splits
-
     d, src = recipe.data, recipe.sift.reference.holdout_source
     try:
         split = load_splits(src, task=recipe.task, fmt=d.format, eval_source=src, text_column=d.text_column,

@@ -7,8 +7,8 @@ import itertools
 import math
 from typing import Any
 
-from siftcli.config import HOLDOUT_KINDS, Recipe, validate_recipe
 from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import HOLDOUT_KINDS, Recipe, validate_recipe
 
 #: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` (also
 #: ``ngram:FRACTION``, ``naive-bayes:FRACTION``) or ``model:SOURCE`` (a reference kind with its one setting);
@@ -118,7 +118,6 @@ def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
 
 def grid_points(settings: Any) -> list[dict[str, Any]]:
     """Every combination of a ``--betas`` grid (empty for a searched space)."""
-
     if not settings.grid:
         return []
     keys = list(settings.space)

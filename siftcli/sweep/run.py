@@ -1,10 +1,10 @@
 """``sweep-beta`` on Optuna: warm trial workers, Hyperband pruning or a Pareto front, the baseline frontier every
 answer is held against, and one study shared by any number of machines.
 
-The parent process joins the study (:mod:`siftcli.study`: a journal file in the sweep folder by default, or any
+The parent process joins the study (:mod:`siftcli.sweep.study`: a journal file in the sweep folder by default, or any
 Optuna storage URL), gets the baseline frontier (the full baseline and baselines capped at fractions of its steps,
 learning rate fully decayed in each; trained once per study), then asks Optuna for trials and hands each to a warm
-worker (:mod:`siftcli.workers`, ``--jobs`` of them), which imports once and keeps the tokenized data between trials.
+worker (:mod:`siftcli.sweep.workers`, ``--jobs`` of them), which imports once and keeps the tokenized data between trials.
 A trial reports every periodic evaluation to Optuna and, in budget mode, stops at once when Hyperband prunes it;
 it leaves ``trial-N/trial.json`` and the parent tells the study. A crashed trial is a failed trial (its error kept),
 its worker is replaced and the sweep goes on; a killed sweep continues with ``--resume``: finished trials stay,
@@ -14,130 +14,36 @@ and ``--study`` works on one study: the trial count is the study's, and every ma
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from siftcli import study as studies
-from siftcli.analysis import target_for, time_to_target
-from siftcli.config import Recipe, load_recipe
+from siftcli import parallel
+from siftcli.analysis.stats import target_for, time_to_target
+from siftcli.arms.context import SeedContext, prepare
+from siftcli.arms.run import run_one
 from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.recipe.reader import load_recipe
+from siftcli.recipe.schema import Recipe
+from siftcli.report.plots import write_sweep_plot
 from siftcli.runio import atomic_write_json, claim, read_json
-from siftcli.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
+from siftcli.sweep import study as studies
+from siftcli.sweep.settings import SweepSettings
+from siftcli.sweep.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
+from siftcli.sweep.trial import higher_is_better, recipe_sha256, run_trial
+from siftcli.sweep.workers import Pool, WorkloadCache
+from siftcli.workload.build import build_workload
 
-FRONTIER = (0.25, 0.5, 0.75, 1.0)
-#: Trials are not pruned after this share of the run's raw batches.
-LAST_PRUNE = 0.9
 #: How often the parent refreshes its trials' liveness and looks at the other machines' (seconds).
 TEND_EVERY = 5.0
-
-
-@dataclass
-class SweepSettings:
-    """Everything a sweep needs to continue after a kill: saved as ``sweep_settings.json``."""
-
-    mode: str = "budget"  # budget: one objective, Hyperband; pareto: (metric, wall-clock), no pruning
-    trials: int = 12
-    space: dict[str, dict[str, Any]] = field(default_factory=dict)
-    grid: bool = False
-    frontier: list[float] = field(default_factory=lambda: list(FRONTIER))
-    max_time_ratio: float | None = None  # budget: trials slower than this share of the full baseline are infeasible
-    prune: bool = True
-    storage: str = ""  # Optuna storage URL; empty: a journal file in the sweep folder
-    study: str = "siftcli-sweep"
-    seed: int = 0
-    enqueue: list[dict[str, Any]] = field(default_factory=list)  # parameter sets to try first (replays)
-    fresh_processes: bool = False  # one process per trial (cold start each time): the benchmark's opponent
-    stale_seconds: float = 120.0  # another machine's trial silent this long is failed and queued again
-
-    def shared(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in studies.SHARED}
-
-
-def _higher_is_better(recipe: Recipe) -> bool:
-    from siftcli.tasks import TASKS
-
-    return TASKS[recipe.task].higher_is_better
-
-
-def recipe_sha256(recipe: Recipe) -> str:
-    """What a frontier and a study are keyed by: the recipe as trained, so where a run is also logged (``report_to``)
-    does not make two machines' recipes differ."""
-    import yaml
-
-    return hashlib.sha256(yaml.safe_dump(recipe.model_dump(mode="json", exclude={"report_to"}), sort_keys=False)
-                          .encode()).hexdigest()
-
-
-# -- one trial (in a worker) ----------------------------------------------------------------------------
-def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | None = None) -> dict[str, Any]:
-    """Train trial ``number`` of the sweep in ``sweep_dir``; report evaluations; stop when pruned. ``cache`` (a
-    :class:`~siftcli.workers.WorkloadCache`) keeps the workload between trials; ``sent``: when the trial was handed
-    over (its start-up, the time until training starts, is reported)."""
-    from siftcli.arms import SeedContext, run_one
-    from siftcli.workers import WorkloadCache, reset_random
-
-    optuna = studies.optuna_module()
-    began = sent if sent is not None else time.time()
-    cache = cache if cache is not None else WorkloadCache()
-    settings = SweepSettings(**read_json(sweep_dir / "sweep_settings.json"))
-    base = load_recipe(sweep_dir / "recipe.yaml")
-    frontier = read_json(sweep_dir / "frontier.json")
-    key = (settings.storage, settings.study, str(sweep_dir))
-    if key not in cache.studies:
-        cache.studies[key] = studies.open_study(settings, sweep_dir, _higher_is_better(base), frontier["max_resource"])
-    study = cache.studies[key]
-    trial = studies.live_trial(study, number)
-    params = trial.params
-    recipe = apply_params(base, params)
-    workload, initial = cache.get(recipe)
-    curve: list[dict[str, Any]] = []
-    pruned_at: list[int] = []
-
-    def on_event(kind: str, data: dict[str, Any]) -> None:
-        if kind != "eval":
-            return
-        curve.append(data)
-        value = data.get(workload.metric)
-        raw_batches = math.ceil(data["raw_samples"] / recipe.batch_size)
-        if value is not None and settings.mode == "budget" and math.isfinite(value):
-            trial.report(value, raw_batches)
-            # never in the last tenth of the run: stopping there saves nothing and throws a finished result away
-            late = raw_batches >= LAST_PRUNE * frontier["max_resource"]
-            if data.get("reason") != "final" and not late and trial.should_prune():
-                pruned_at.append(raw_batches)
-                raise optuna.TrialPruned()
-
-    folder = sweep_dir / f"trial-{number}"
-    reset_random(recipe.seed)
-    startup = time.time() - began
-    try:
-        metrics = run_one(SeedContext(recipe, workload, initial), "sifted", folder, on_event)
-    except optuna.TrialPruned:
-        last = curve[-1]
-        result = {"state": "pruned", "pruned_at_raw_batch": pruned_at[0], "train_seconds": last["train_seconds"],
-                  "optimizer_steps": last["step"], "final": {k: last.get(k) for k in ("loss", workload.metric)}}
-    else:
-        result = {"state": "complete", "train_seconds": metrics["train_seconds"], "optimizer_steps": metrics["optimizer_steps"],
-                  "final": metrics["final"], "kept": (metrics.get("keep") or {}).get("achieved"),
-                  "scoring_cost": metrics.get("scoring_cost")}
-    result.update(number=number, params=params, metric=workload.metric, higher_is_better=workload.higher_is_better,
-                  startup_seconds=startup,
-                  curve=[{k: p.get(k) for k in ("step", "raw_samples", "train_seconds", workload.metric)} for p in curve])
-    atomic_write_json(folder / "trial.json", result)
-    return result
 
 
 # -- the sweep (parent) ---------------------------------------------------------------------------------
 def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: str | None = None, resume: str | None = None,
               jobs: int = 1, on_event: Any = None) -> tuple[Path, dict[str, Any]]:
     """The whole sweep: frontier, trials (``jobs`` warm workers; 0 runs them in this process), results."""
-    from siftcli import parallel
-    from siftcli.runner import prepare
-
     if parallel.launched():
         raise SiftcliError("sweep-beta runs its trials in worker processes of its own (--jobs, one GPU each); launch it "
                            "without torchrun")
@@ -167,7 +73,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     started = time.perf_counter()
     previous = _on_sigterm()
     try:
-        higher = _higher_is_better(recipe)
+        higher = higher_is_better(recipe)
         study = studies.open_study(settings, sweep_dir, higher, None)
         if studies.join(study, recipe_sha256(recipe), settings.shared()):
             # the machine that started the study queues the grid and the replays, once, before the frontier: another
@@ -190,7 +96,6 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     result = summarise_sweep(study, settings, sweep_dir, frontier, time.perf_counter() - started)
     atomic_write_json(sweep_dir / "sweep.json", result)
     try:
-        from siftcli.plots import write_sweep_plot
 
         result["plot"] = str(write_sweep_plot(sweep_dir, result))
     except ImportError:
@@ -226,8 +131,6 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     (another machine's is read), each point kept as it finishes; ``frontier.json`` is this folder's copy."""
     import copy
 
-    from siftcli.arms import SeedContext, run_one
-    from siftcli.builders import build_workload
 
     path = sweep_dir / "frontier.json"
     key = recipe_sha256(recipe)
@@ -291,8 +194,6 @@ def _alive(emit: Any, publish: Any, done: dict[str, Any]) -> Any:
 def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: dict[str, Any], jobs: int, emit: Any,
                 resumed: bool = False) -> None:
     """Ask, hand out and tell trials until the study has its count and none of its trials runs anywhere."""
-    from siftcli.workers import Pool, WorkloadCache
-
     distributions = _distributions(settings.space)
     full_seconds = next(p for p in frontier["points"] if p["fraction"] == 1.0)["train_seconds"]
     me = studies.owner_of(sweep_dir)

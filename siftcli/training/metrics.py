@@ -94,7 +94,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         # what the verdict needs to say "cache the teacher": was it cached, and could it have been (fixed inputs)
         "teacher": {"cached": bool(distill.cache), "inputs_change": recipe.data.augment is not None} if distill else None,
         # how the run was spread: the global batch is the per-rank batch times the ranks; the learning rate
-        # is the recipe's, never rescaled (README, Scale out, says how to scale it)
+        # is the recipe's, never rescaled (docs/scale-out.md says how to scale it)
         "parallel": {"world_size": world, "per_rank_batch": recipe.batch_size, "global_batch": recipe.batch_size * world,
                      "lr": recipe.optim.lr, "optimizer_steps": state.step, "zero": bool(recipe.optim.zero and world > 1)},
         "keep": keep,
@@ -154,3 +154,18 @@ def merge_ranks(runs: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> dict
     out["parallel"]["ranks"] = ranks
     out["parallel"]["ranks_in_sync"] = len({r["weights_sha1"] for r in ranks}) == 1
     return out
+
+
+def brief(m: dict[str, Any]) -> dict[str, Any]:
+    """A run's numbers without its long traces (those stay in the arm's metrics.json)."""
+    keep = dict(m["keep"]) if m.get("keep") else None
+    if keep:
+        keep.pop("trace", None)
+    return {**{k: v for k, v in m.items() if k not in ("curve", "keep", "settings")}, "keep": keep,
+            "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}
+
+
+def paid_seconds(run: dict[str, Any]) -> float:
+    """A run's training clock with its reference paid in full, also where this run found it cached (amortised)."""
+    ref = run.get("reference") or {}
+    return run["train_seconds"] - float(ref.get("paid_seconds") or 0.0) + float(ref.get("build_seconds") or 0.0)

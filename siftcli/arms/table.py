@@ -13,19 +13,19 @@ An arm name may carry engine changes after a colon, ``sifted:score=reducible,bet
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from siftcli.config import Recipe
+from siftcli.arms.context import SeedContext
+from siftcli.arms.dedup import DEFAULT_SIMILARITY, near_duplicates, token_sequences
 from siftcli.errors import SiftcliError
+from siftcli.recipe.reader import apply_override, load_yaml_text
+from siftcli.recipe.schema import Recipe, validate_recipe
 from siftcli.sift.sifter import REFERENCE_SCORES
-
-Event = Callable[[str, dict[str, Any]], None]
+from siftcli.tasks import TASKS
+from siftcli.training.metrics import paid_seconds
 
 
 @dataclass(frozen=True)
@@ -40,36 +40,6 @@ class Plan:
     subset: list[int] | None = None
     pays_reference: bool = False
     upfront: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class SeedContext:
-    """One seed of a plan: its recipe, workload and initial weights, the arms run so far, and the reference."""
-
-    recipe: Recipe
-    workload: Any
-    initial: dict[str, Any]
-    subject: str = "sifted"
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    _reference: Any = None
-    _owner: str | None = None
-
-    def reference(self, arm: str, folder: Path | None = None) -> Any:
-        """The recipe's reference losses, built (or read from the cache) by the first arm that asks, on its clock;
-        later arms of the seed reuse them and pay nothing, reporting the build cost beside (amortised)."""
-        if self._reference is not None:
-            if arm == self._owner:
-                return self._reference
-            built = self._reference.summary()["build_seconds"]
-            return dataclasses.replace(self._reference, seconds=0.0, cached=True, build_seconds=built)
-        from siftcli.reference import reference_for
-        from siftcli.runio import atomic_write_json
-
-        self._reference, runs = reference_for(self.workload, self.recipe, self.initial)
-        self._owner = arm
-        if folder is not None:
-            atomic_write_json(folder / "reference.json", {**self._reference.summary(), "runs": [brief(m) for m in runs]})
-        return self._reference
 
 
 @dataclass(frozen=True)
@@ -87,8 +57,6 @@ class Arm:
 
 def _changes(name: str) -> dict[str, Any]:
     """Engine changes written after the colon of an arm name: ``sifted:score=reducible,beta=2``."""
-    from siftcli.config import load_yaml_text
-
     _, _, spec = name.partition(":")
     out: dict[str, Any] = {}
     for item in filter(None, (p.strip() for p in spec.split(","))):
@@ -159,7 +127,6 @@ def _dedup(ctx: SeedContext, name: str) -> Plan:
     bigrams), the rest trained on the full schedule; the search is on the arm's clock."""
     import time
 
-    from siftcli.dedup import DEFAULT_SIMILARITY, near_duplicates, token_sequences
 
     threshold = float(_changes(name).get("threshold", DEFAULT_SIMILARITY))
     t0 = time.perf_counter()
@@ -168,9 +135,6 @@ def _dedup(ctx: SeedContext, name: str) -> Plan:
 
 
 def _check_dedup(recipe: Recipe, name: str) -> None:
-    from siftcli.dedup import DEFAULT_SIMILARITY
-    from siftcli.tasks import TASKS
-
     if TASKS[recipe.task].inputs != "text":
         raise SiftcliError(f"--arm {name}: near-duplicate removal needs a text task; {recipe.task} has none")
     threshold = _changes(name).get("threshold", DEFAULT_SIMILARITY)
@@ -199,8 +163,6 @@ def _train_less(ctx: SeedContext, name: str) -> Plan:
 
 def _variant(ctx: SeedContext, name: str) -> Plan:
     """The recipe with ``--set``-style overrides (``variant:sift.beta=2,sift.mode=calibrated``): sifted if it sifts."""
-    from siftcli.config import apply_override, validate_recipe
-
     raw = ctx.recipe.model_dump(mode="json")
     for item in filter(None, (p.strip() for p in name.partition(":")[2].split(","))):
         apply_override(raw, item)
@@ -300,57 +262,6 @@ def check_arms(recipe: Recipe, arms: list[str], subject: str = "sifted") -> list
     return order
 
 
-def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
-             on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
-             live: list[dict[str, dict[str, Any]]] | None = None) -> list[dict[str, dict[str, Any]]]:
-    """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.
-
-    Each seed builds its own workload (``workloads``, default :func:`~siftcli.builders.build_workload`): its own
-    initial weights and, where the data has no fixed split, its own split; its arms share them and the data order.
-    ``live`` (a list) holds each seed's arms as they finish, so a caller keeps them when a run is interrupted.
-    """
-    from siftcli.builders import build_workload
-
-    order = check_arms(recipe, arms, subject)
-    out: list[dict[str, dict[str, Any]]] = [] if live is None else live
-    for seed in seeds:
-        r = recipe.model_copy(update={"seed": seed})
-        workload = (workloads or build_workload)(r)
-        ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()), subject)
-        seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
-        out.append(ctx.runs)
-        for name in order:
-            ctx.runs[name] = run_one(ctx, name, seed_dir / _folder_name(name), on_event)
-    return out
-
-
-def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None) -> dict[str, Any]:
-    """One arm of a seed, from the seed's initial weights."""
-    from siftcli.builders import sift_config
-    from siftcli.runio import ensure_writable
-    from siftcli.train import train
-
-    ensure_writable(folder)
-    if on_event is not None:
-        on_event("arm", {"arm": name, "seed": ctx.recipe.seed})
-    plan = arm_row(name).derive(ctx, name)
-    workload = ctx.workload if plan.subset is None else ctx.workload.subset(plan.subset)
-    cfg = sift_config(plan.recipe, len(workload.train_data), **plan.sift) if plan.sift is not None else None
-    reference = ctx.reference(name, folder) if (cfg is not None and cfg.uses_reference) or plan.pays_reference else None
-    if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
-        reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
-    workload.model.load_state_dict(ctx.initial)
-    metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event,
-                    upfront=plan.upfront)
-    if plan.subset is not None:
-        metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
-    return metrics
-
-
-def _folder_name(name: str) -> str:
-    return name.replace(":", "-").replace(",", "-").replace("=", "")
-
-
 # -- what the opponents copy from the subject ------------------------------------------------------
 
 def kept_fraction(run: dict[str, Any]) -> float:
@@ -362,8 +273,6 @@ def kept_fraction(run: dict[str, Any]) -> float:
 
 def equal_time_steps(baseline: dict[str, Any], sifted: dict[str, Any]) -> int:
     """Steps a baseline can take in the sifted run's training wall-clock, its reference paid in full."""
-    from siftcli.analysis import paid_seconds
-
     per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
     return max(1, int(round(paid_seconds(sifted) / per_step)))
 
@@ -406,10 +315,3 @@ def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
     return changes
 
 
-def brief(m: dict[str, Any]) -> dict[str, Any]:
-    """A run's numbers without its long traces (those stay in the arm's metrics.json)."""
-    keep = dict(m["keep"]) if m.get("keep") else None
-    if keep:
-        keep.pop("trace", None)
-    return {**{k: v for k, v in m.items() if k not in ("curve", "keep", "settings")}, "keep": keep,
-            "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}

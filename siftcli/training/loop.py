@@ -1,6 +1,6 @@
 """The training loop, written out top to bottom.
 
-``train`` takes a :class:`~siftcli.builders.Workload` and the recipe's run settings, runs one
+``train`` takes a :class:`~siftcli.workload.build.Workload` and the recipe's run settings, runs one
 fine-tune (sifted when given a :class:`SiftConfig`), evaluates on a schedule kept off the training
 clock, checkpoints, and writes a run folder. Everything the loop changes lives in one
 :class:`RunState`, saved and restored whole, so Ctrl-C leaves a run that resumes exactly.
@@ -26,20 +26,24 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from siftcli import checkpoint, compiling, parallel
-from siftcli.builders import Workload, build_train_loader, make_optimizer
-from siftcli.config import Recipe
+from siftcli import parallel
 from siftcli.errors import RunInterrupted, SiftcliError
-from siftcli.metrics import merge_ranks, summarise_run
-from siftcli.runio import JsonlLog, atomic_write_json
+from siftcli.recipe.schema import Recipe
+from siftcli.runio import Event, JsonlLog, atomic_write_json
+from siftcli.sift.distributed import sum_over_ranks
 from siftcli.sift.loader import BatchDecision
 from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.precision import autocast
 from siftcli.sift.sifter import SiftConfig
 from siftcli.tasks import METRICS, TASKS
+from siftcli.training import checkpoint, compiling
+from siftcli.training.distill import distill_loss
+from siftcli.training.metrics import merge_ranks, summarise_run
+from siftcli.training.resume import reference_not_kept
+from siftcli.training.setup import build_train_loader, make_optimizer
+from siftcli.workload.build import Workload
 
 PHASES = ("data", "scoring", "forward_backward", "optimizer", "evaluation", "checkpoint")
-Event = Callable[[str, dict[str, Any]], None]
 TRACE_LIMIT = 20_000  # kept/rejected losses remembered for the histogram plot
 
 
@@ -256,7 +260,6 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
     train_loss = workload.loss_fn  # the scoring pass always uses the student's own loss
     if recipe.distill is not None:
-        from siftcli.distill import distill_loss
 
         train_loss = distill_loss(recipe.distill, workload, device, run_dir, recipe.seed)
         parts["teacher"] = train_loss
@@ -362,14 +365,6 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     return result
 
 
-def reference_not_kept(recipe: Recipe, sift: SiftConfig | None) -> str | None:
-    """Why a run cannot resume (its reference would be trained again, on another clock), or None when it can."""
-    if sift is None or not sift.uses_reference or recipe.sift.reference.kind == "model" or recipe.sift.reference.cache:
-        return None
-    return ("with sift.reference.cache false its reference cannot be reused, so this run cannot resume: start over "
-            "with another -o folder (and the cache on, to resume next time)")
-
-
 def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log: JsonlLog, emit: Event) -> None:
     """A ``step`` line in the log every ``every`` steps (and the first); a light ``tick`` event otherwise."""
     record = {"step": state.step, "loss": loss, "raw_samples": raw, "trained_samples": state.trained}
@@ -386,7 +381,7 @@ def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader:
             started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None,
             reference: Reference | None = None) -> dict[str, Any]:
     """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
-    rank's are merged (:func:`~siftcli.metrics.merge_ranks`) and every rank returns the same: what a caller
+    rank's are merged (:func:`~siftcli.training.metrics.merge_ranks`) and every rank returns the same: what a caller
     decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""
     out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
                         device, parallel.world())
@@ -440,7 +435,6 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
     finally:
         model.train(was_training)
     if parallel.active():
-        from siftcli.sift.distributed import sum_over_ranks
 
         total_loss, correct_sum, count_sum = sum_over_ranks([total_loss, float(correct), float(count)], device)
         correct, count = int(correct_sum), int(count_sum)

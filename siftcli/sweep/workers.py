@@ -3,7 +3,7 @@ train trial after trial.
 
 A trial process used to import torch, load the tokenizer and model and tokenize the data again, 10-13 s before its
 first step, which capped what early stopping could save. A worker pays that once; every later trial rebuilds
-only what its recipe changes (:func:`siftcli.builders.workload_key`: trials differ in sift settings, so they share a
+only what its recipe changes (:func:`siftcli.workload.build.workload_key`: trials differ in sift settings, so they share a
 workload and restart from its initial weights, as compare's arms do) and starts from the recipe's seed with every
 random generator reset, so a trial's numbers do not depend on what the worker ran before.
 
@@ -25,63 +25,20 @@ import subprocess
 import sys
 import time
 import traceback
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.sweep.trial import WorkloadCache, run_trial
 
 #: The worker process; tests point it elsewhere to exercise crashes.
-WORKER_COMMAND = [sys.executable, "-m", "siftcli.workers"]
-
-
-class WorkloadCache:
-    """Workloads by :func:`~siftcli.builders.workload_key`, each with its initial weights (the least recently used
-    goes past ``limit``: a reference holdout in the search space makes more than one), and the open study."""
-
-    def __init__(self, limit: int = 2) -> None:
-        self.limit = limit
-        self._items: OrderedDict[str, tuple[Any, dict[str, Any]]] = OrderedDict()
-        self.studies: dict[tuple[str, ...], Any] = {}  # the open study, so a trial does not reconnect
-
-    def get(self, recipe: Any) -> tuple[Any, dict[str, Any]]:
-        import copy
-
-        from siftcli.builders import build_workload, check_sift_fits, workload_key
-
-        key = workload_key(recipe)
-        if key in self._items:
-            self._items.move_to_end(key)
-            workload, initial = self._items[key]
-            check_sift_fits(recipe, workload.unlabeled)
-            return workload, initial
-        workload = build_workload(recipe)
-        initial = copy.deepcopy(workload.model.state_dict())
-        self._items[key] = (workload, initial)
-        while len(self._items) > self.limit:
-            self._items.popitem(last=False)
-        return workload, initial
-
-
-def reset_random(seed: int) -> None:
-    """Every generator a trial could draw from, back to the recipe's seed (the loop reseeds torch and random itself;
-    numpy too here, so a library drawing from it cannot carry one trial's draws into the next)."""
-    import random
-
-    import numpy as np
-    import torch
-
-    torch.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
+WORKER_COMMAND = [sys.executable, "-m", "siftcli.sweep.workers"]
 
 
 def serve(sweep_dir: Path, lines: Iterable[str], out: IO[str], *, once: bool = False, cache: WorkloadCache | None = None) -> int:
     """Run the trials named on ``lines`` until they end (or after one, ``once``); answer each on ``out``."""
-    from siftcli.sweep import run_trial
-
     cache = cache or WorkloadCache()
     for line in lines:
         if not line.strip():
@@ -136,7 +93,7 @@ def _die_with_parent() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m siftcli.workers SWEEP_DIR [--once]``: what the sweep starts, ``--jobs`` at a time."""
+    """``python -m siftcli.sweep.workers SWEEP_DIR [--once]``: what the sweep starts, ``--jobs`` at a time."""
     argv = sys.argv[1:] if argv is None else argv
     _die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own stdout ...

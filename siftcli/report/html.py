@@ -15,7 +15,7 @@ from siftcli.runio import _clean
 def _page() -> str:
     from importlib.resources import files
 
-    return files("siftcli").joinpath("templates", "report.html").read_text(encoding="utf-8")
+    return files("siftcli.report").joinpath("templates", "report.html").read_text(encoding="utf-8")
 
 
 def report_html(result: dict[str, Any], traces: dict[str, list[list[int]]] | None = None) -> str:

@@ -10,21 +10,23 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Sampler
 
-from siftcli.config import Recipe
+from siftcli import parallel
 from siftcli.errors import SiftcliError
-from siftcli.rows import ImageCollator, PadCollator, flip_labels, groups_of, holdout_split, split_off, tokenize
-from siftcli.sift.loader import SiftingDataLoader
+from siftcli.recipe.schema import IMAGE_AUGMENTS, Recipe
 from siftcli.sift.losses import HFLoss, PerSampleLoss
-from siftcli.sift.sifter import UNCERTAINTY, SiftConfig
+from siftcli.sift.sifter import UNCERTAINTY
 from siftcli.tasks import TASKS, metric
+from siftcli.workload.augment import ImageAugment, text_augment
+from siftcli.workload.data import load_splits
+from siftcli.workload.models import build_model, load_image_processor, load_tokenizer
+from siftcli.workload.rows import ImageCollator, PadCollator, flip_labels, groups_of, holdout_split, split_off, tokenize
+from siftcli.workload.teachers import load_teacher
 
 
 @dataclass
@@ -86,9 +88,7 @@ def import_loss(spec: str) -> PerSampleLoss:
 
 
 def splits_from_recipe(recipe: Recipe) -> Any:
-    """The recipe's data block, loaded and checked (see :func:`siftcli.data.load_splits`)."""
-    from siftcli.data import load_splits
-
+    """The recipe's data block, loaded and checked (see :func:`siftcli.workload.data.load_splits`)."""
     d = recipe.data
     return load_splits(
         d.source, task=recipe.task, fmt=d.format, config_name=d.config_name, train_split=d.train_split,
@@ -122,8 +122,6 @@ def workload_key(recipe: Recipe) -> str:
 
 def build_workload(recipe: Recipe) -> Workload:
     """Load data first (cheap to get wrong), then the model."""
-    from siftcli.models import build_model, load_image_processor, load_tokenizer
-
     splits = splits_from_recipe(recipe)
     check_sift_fits(recipe, splits.unlabeled)
     if splits.unlabeled and recipe.data.label_noise:
@@ -178,7 +176,6 @@ def build_workload(recipe: Recipe) -> Workload:
     loss_fn = import_loss(recipe.loss) if ":" in recipe.loss else HFLoss(TASKS[recipe.task].loss_kind(recipe.loss))
     teacher = None
     if recipe.distill is not None:
-        from siftcli.distill import load_teacher
 
         teacher = load_teacher(recipe.task, recipe.distill.teacher, splits.label_names,
                                processor if TASKS[recipe.task].inputs == "text" else None)
@@ -195,15 +192,11 @@ def build_workload(recipe: Recipe) -> Workload:
 def _augment(recipe: Recipe, processor: Any, column: str) -> Any:
     if recipe.data.augment is None:
         return None
-    from siftcli.augment import ImageAugment, text_augment
-    from siftcli.config import IMAGE_AUGMENTS
 
     spec = recipe.data.augment
     if spec.kind in IMAGE_AUGMENTS:
         return ImageAugment(spec.kind == "crop-flip", float(spec.pad), int(recipe.seed), column)
     return text_augment(spec, processor, recipe.seed)
-
-
 
 
 def _check_fits(model: torch.nn.Module, recipe: Recipe, vocab: int) -> None:
@@ -232,144 +225,8 @@ def resolve_device(device: str, precision: str) -> torch.device:
     if precision == "fp16" and device == "cpu":
         raise SiftcliError("precision: fp16 needs a CUDA GPU; use bf16 or fp32 on a CPU")
     if device == "cuda":
-        from siftcli import parallel
 
         return torch.device("cuda", parallel.local_rank())  # one GPU per process under torchrun
     return torch.device(device)
 
 
-def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, zero: bool = False) -> torch.optim.Optimizer:
-    """AdamW, fused where this torch build supports it: on short-sequence fine-tunes the optimizer
-    step can be 40% of training time, and the fused kernel cuts it on CPU and GPU alike.
-
-    ``zero`` (under torchrun): ``ZeroRedundancyOptimizer``, each rank holding the AdamW state of its
-    share of the parameters only (ZeRO stage 1), which frees memory for a larger batch; one process: plain AdamW.
-    """
-    from siftcli import parallel
-
-    decay, no_decay = [], []
-    for name, p in model.named_parameters():
-        if p.requires_grad:
-            (no_decay if p.ndim < 2 or "norm" in name.lower() or name.endswith(".bias") else decay).append(p)
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    if zero and parallel.active():
-        from torch.distributed.optim import ZeroRedundancyOptimizer
-
-        groups = [g for g in groups if g["params"]]
-        return ZeroRedundancyOptimizer(groups, optimizer_class=torch.optim.AdamW, lr=lr)
-    try:
-        return torch.optim.AdamW(groups, lr=lr, fused=True)
-    except (RuntimeError, TypeError, ValueError):  # older torch, or a device without the fused kernel
-        return torch.optim.AdamW(groups, lr=lr)
-
-
-_SIFT_FIELDS = {f.name for f in dataclasses.fields(SiftConfig)}
-
-
-def sift_config(recipe: Recipe, n_train: int, **changes: Any) -> SiftConfig:
-    """The recipe's ``sift`` section as the engine's :class:`SiftConfig` (same field names, copied by
-    name); a delay fraction becomes raw batches (of one rank's shard, under torchrun); ``changes`` override
-    (e.g. ``mode="random"``)."""
-    from siftcli import parallel
-
-    n_train = -(-n_train // parallel.world())
-    s = recipe.sift
-    values = {k: v for k, v in s.model_dump().items() if k in _SIFT_FIELDS}
-    values["seed"] = recipe.seed
-    if s.sift_delay_fraction is not None:
-        batches_per_epoch = math.ceil(n_train / recipe.batch_size)
-        span = batches_per_epoch if s.repeat_delay_per_epoch else batches_per_epoch * recipe.epochs
-        values["sift_delay"] = int(round(s.sift_delay_fraction * span))
-    values.update(changes)
-    return SiftConfig(**values)
-
-
-class SeededSampler(Sampler[int]):
-    """Shuffles with ``seed + epoch`` so every arm and every resume sees the same order.
-
-    With ``world`` > 1 it is ``DistributedSampler``'s equivalent: the same permutation on every rank,
-    padded by wrapping to a multiple of ``world``, rank ``r`` taking every ``world``-th index from ``r``;
-    so every rank has ``ceil(n / world)`` samples (the same number of raw batches: no rank waits), and
-    with one process the order is exactly the single-process one.
-    """
-
-    def __init__(self, n: int, seed: int, rank: int = 0, world: int = 1) -> None:
-        self.n, self.seed, self.epoch, self.rank, self.world = n, seed, 0, rank, world
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def __iter__(self) -> Iterator[int]:
-        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        order = torch.randperm(self.n, generator=g).tolist()
-        if self.world == 1:
-            return iter(order)
-        order += order[: len(self) * self.world - self.n]
-        return iter(order[self.rank :: self.world])
-
-    def __len__(self) -> int:
-        return -(-self.n // self.world)
-
-
-def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | None, model: torch.nn.Module,
-                       device: torch.device, reference_losses: torch.Tensor | None = None) -> SiftingDataLoader:
-    """The loop's one loader type: a :class:`SiftingDataLoader`; the baseline's keeps everything (mode ``all``).
-    Under torchrun each rank draws its shard (:class:`SeededSampler`); ``model`` is the one scoring runs on,
-    never the DDP wrapper (a scoring forward must not take part in gradient synchronisation)."""
-    from siftcli import parallel
-    from siftcli.sift.precision import scoring_precision
-
-    sampler = SeededSampler(len(workload.train_data), recipe.seed, parallel.rank(), parallel.world())
-    data: Any = workload.train_data
-    if workload.augment is not None:  # inputs that change every epoch, seeded by (seed, epoch, sample)
-        from siftcli.augment import AugmentedDataset
-
-        data = AugmentedDataset(workload.train_data, workload.augment)
-    raw = DataLoader(
-        data, batch_size=recipe.batch_size, sampler=sampler,
-        collate_fn=workload.collate, num_workers=recipe.num_workers, pin_memory=device.type == "cuda",
-        # its own generator: creating an iterator must not draw from the global RNG, or a
-        # resumed run's dropout masks would differ from an uninterrupted run's
-        generator=torch.Generator().manual_seed(recipe.seed),
-    )
-    config = sift or SiftConfig(mode="all", seed=recipe.seed)
-    return SiftingDataLoader(
-        raw, model, workload.loss_fn, config, batch_size=recipe.batch_size, device=device,
-        precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
-        padding_side=workload.padding_side, pad_to_multiple_of=recipe.pad_multiple,
-        reference_losses=reference_losses if config.uses_reference else None,
-        epochs=recipe.epochs,
-    )
-
-
-def save_model(workload: Workload, folder: Any) -> None:
-    """The trained model in the ecosystem's own form (``save_pretrained``, with its tokenizer or processor),
-    loadable with ``from_pretrained`` and usable as ``model.source`` of another recipe.
-
-    Written to a temporary sibling folder and renamed, so a half-written model never sits at ``folder``.
-    """
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    from siftcli import parallel
-
-    if not parallel.is_main():  # under torchrun every rank holds the same weights: rank 0 writes them
-        return
-    folder = Path(folder)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        workload.model.save_pretrained(tmp)
-        if workload.processor is not None:
-            workload.processor.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    except (RuntimeError, ValueError) as exc:  # a writer's own error for a full disk (safetensors, torch)
-        shutil.rmtree(tmp, ignore_errors=True)
-        from siftcli.runio import unwritable
-
-        raise unwritable(folder, exc) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise

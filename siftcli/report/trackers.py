@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from siftcli import parallel
 from siftcli.errors import first_line
 
 #: Each tracker and the package its extra installs.
@@ -292,8 +293,6 @@ class Trackers:
 def open_trackers(recipe: Any, folder: Path, *, group: str | None = None, seeds: int = 1,
                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Trackers | None:
     """The recipe's trackers (None when it names none, and on ranks other than 0), warning through ``on_event``."""
-    from siftcli import parallel
-
     if not recipe.report_to or not parallel.is_main():
         return None
     warn = (lambda message: on_event("warning", {"message": message})) if on_event else None

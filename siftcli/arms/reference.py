@@ -9,13 +9,13 @@ key pays for it once.
   training sample: samples it finds hard are off-target or mislabelled (RHO-LOSS's relevance setting).
 - ``model``: a saved model scores every training sample as it is.
 - ``ngram``: no model: how much likelier each text is under the holdout's token n-grams than under the pool's
-  (:mod:`siftcli.ngram`), a relevance score that costs milliseconds.
+  (:mod:`siftcli.arms.ngram`), a relevance score that costs milliseconds.
 - ``naive-bayes``: no model either: the loss of each text's label under naive Bayes over the holdout's n-grams per
-  class (:func:`siftcli.ngram.label_losses`), a label-noise score that costs milliseconds.
+  class (:func:`siftcli.arms.ngram.label_losses`), a label-noise score that costs milliseconds.
 
 What building cost (training and scoring) is charged to the clock of the run that built it, as the
 ``reference`` phase; a run that finds it cached pays the read and reports the build cost beside it
-(:meth:`~siftcli.train.Reference.summary`).
+(:meth:`~siftcli.training.loop.Reference.summary`).
 """
 
 from __future__ import annotations
@@ -32,14 +32,17 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from siftcli.builders import Workload
-from siftcli.config import Recipe
+from siftcli.arms.ngram import cross_entropy_difference, label_losses
 from siftcli.errors import SiftcliError
-from siftcli.rows import hash_rows
+from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_torch_save
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.scoring import Scorer
-from siftcli.train import Reference, train
+from siftcli.training.loop import Reference, train
+from siftcli.workload.build import Workload
+from siftcli.workload.models import build_model
+from siftcli.workload.rows import hash_rows
+from siftcli.workload.teachers import load_teacher
 
 
 def split_halves(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,7 +70,6 @@ def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
         if initial is not None:
             model.load_state_dict(initial)
         return model
-    from siftcli.models import build_model
 
     m = recipe.model
     return build_model(recipe.task, m.source, num_labels=len(workload.label_names) if workload.label_names else None,
@@ -175,20 +177,16 @@ def holdout_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any
 
 
 def ngram_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
-    """The holdout's hashed n-gram distribution against the pool's (:mod:`siftcli.ngram`): a relevance score with no
+    """The holdout's hashed n-gram distribution against the pool's (:mod:`siftcli.arms.ngram`): a relevance score with no
     model and no training, so it costs milliseconds where a trained reference costs a fraction of the run."""
-    from siftcli.ngram import cross_entropy_difference
-
     return _counted(workload, "ngram", cross_entropy_difference)
 
 
 def naive_bayes_reference(workload: Workload, recipe: Recipe,
                           initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
-    """Naive Bayes over the holdout's n-grams per class (:func:`siftcli.ngram.label_losses`): whether a text's label
+    """Naive Bayes over the holdout's n-grams per class (:func:`siftcli.arms.ngram.label_losses`): whether a text's label
     fits its words, the question label noise asks, with no model trained; a trained holdout reference answers it as
     a side effect of difficulty and costs a fraction of the run."""
-    from siftcli.ngram import label_losses
-
     return _counted(workload, "naive-bayes", label_losses)
 
 
@@ -206,8 +204,6 @@ def _counted(workload: Workload, kind: str, score: Any) -> tuple[Reference, list
 
 def model_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
     """A saved model (``sift.reference.model``) scores every training sample as it is."""
-    from siftcli.distill import load_teacher
-
     source = recipe.sift.reference.model
     try:
         model = load_teacher(recipe.task, source, workload.label_names,

@@ -1,0 +1,1 @@
+"""Run records in, numbers a sceptic accepts out: paired statistics over seeds, and the verdict."""

@@ -1,0 +1,73 @@
+"""A recipe in, one seed's context out: the device check, the workload, the run folder, the initial weights and the
+reference its arms share."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from siftcli import parallel
+from siftcli.arms.reference import reference_for
+from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import Recipe, recipe_to_yaml
+from siftcli.runio import atomic_write_json, atomic_write_text, make_run_dir
+from siftcli.training.metrics import brief
+from siftcli.workload.build import build_workload, resolve_device
+
+
+@dataclass
+class SeedContext:
+    """One seed of a plan: its recipe, workload and initial weights, the arms run so far, and the reference."""
+
+    recipe: Recipe
+    workload: Any
+    initial: dict[str, Any]
+    subject: str = "sifted"
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _reference: Any = None
+    _owner: str | None = None
+
+    def reference(self, arm: str, folder: Path | None = None) -> Any:
+        """The recipe's reference losses, built (or read from the cache) by the first arm that asks, on its clock;
+        later arms of the seed reuse them and pay nothing, reporting the build cost beside (amortised)."""
+        if self._reference is not None:
+            if arm == self._owner:
+                return self._reference
+            built = self._reference.summary()["build_seconds"]
+            return dataclasses.replace(self._reference, seconds=0.0, cached=True, build_seconds=built)
+
+        self._reference, runs = reference_for(self.workload, self.recipe, self.initial)
+        self._owner = arm
+        if folder is not None:
+            atomic_write_json(folder / "reference.json", {**self._reference.summary(), "runs": [brief(m) for m in runs]})
+        return self._reference
+
+
+def preflight(recipe: Recipe) -> None:
+    """Fail on the device before loading anything or creating a run folder; under torchrun, join the process group."""
+    device = resolve_device(recipe.device, recipe.precision)
+    parallel.init(device.type)
+    if recipe.sift.enabled and recipe.sift.precision != "auto":
+        try:
+            resolve_device(device.type, recipe.sift.precision)
+        except SiftcliError as exc:
+            raise SiftcliError(f"sift.{exc}") from None
+
+
+def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path]:
+    """Device check, workload, then the run folder (so bad input leaves none) with the resolved recipe."""
+    preflight(recipe)
+    workload = build_workload(recipe)
+    run_dir = make_run_dir(output, recipe.name, suffix=suffix)
+    atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+    write_label_noise(run_dir, workload)
+    return workload, run_dir
+
+
+def write_label_noise(run_dir: Path, workload: Any) -> None:
+    """Which training samples ``data.label_noise`` flipped, so every share reported can be checked."""
+    if getattr(workload, "noisy", None) is not None:
+        flipped = workload.noisy.nonzero().flatten().tolist()
+        atomic_write_json(run_dir / "label_noise.json", {"rate": len(flipped) / len(workload.noisy), "flipped": flipped})

@@ -1,0 +1,62 @@
+"""Arm names and seeds in, each seed's run records out: every arm from the seed's own initial weights and data order."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from siftcli.arms.context import SeedContext
+from siftcli.arms.table import arm_row, check_arms
+from siftcli.recipe.schema import Recipe
+from siftcli.runio import Event, ensure_writable
+from siftcli.training.loop import train
+from siftcli.training.setup import sift_config
+from siftcli.workload.build import build_workload
+
+
+def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
+             on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
+             live: list[dict[str, dict[str, Any]]] | None = None) -> list[dict[str, dict[str, Any]]]:
+    """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.
+
+    Each seed builds its own workload (``workloads``, default :func:`~siftcli.workload.build.build_workload`): its own
+    initial weights and, where the data has no fixed split, its own split; its arms share them and the data order.
+    ``live`` (a list) holds each seed's arms as they finish, so a caller keeps them when a run is interrupted.
+    """
+    order = check_arms(recipe, arms, subject)
+    out: list[dict[str, dict[str, Any]]] = [] if live is None else live
+    for seed in seeds:
+        r = recipe.model_copy(update={"seed": seed})
+        workload = (workloads or build_workload)(r)
+        ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()), subject)
+        seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
+        out.append(ctx.runs)
+        for name in order:
+            ctx.runs[name] = run_one(ctx, name, seed_dir / _folder_name(name), on_event)
+    return out
+
+
+def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None) -> dict[str, Any]:
+    """One arm of a seed, from the seed's initial weights."""
+    ensure_writable(folder)
+    if on_event is not None:
+        on_event("arm", {"arm": name, "seed": ctx.recipe.seed})
+    plan = arm_row(name).derive(ctx, name)
+    workload = ctx.workload if plan.subset is None else ctx.workload.subset(plan.subset)
+    cfg = sift_config(plan.recipe, len(workload.train_data), **plan.sift) if plan.sift is not None else None
+    reference = ctx.reference(name, folder) if (cfg is not None and cfg.uses_reference) or plan.pays_reference else None
+    if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
+        reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
+    workload.model.load_state_dict(ctx.initial)
+    metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event,
+                    upfront=plan.upfront)
+    if plan.subset is not None:
+        metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
+    return metrics
+
+
+def _folder_name(name: str) -> str:
+    return name.replace(":", "-").replace(",", "-").replace("=", "")

@@ -1,0 +1,1 @@
+"""Records in, what people read out: terminal tables, report.html, plots, experiment trackers."""

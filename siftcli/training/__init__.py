@@ -1,0 +1,1 @@
+"""One run, written out: Workload and recipe in, a trained model and its RunMetrics (metrics.json) out."""

@@ -1,0 +1,65 @@
+"""A recipe and its workload in, a warning or nothing out: a few timed steps say whether sifting can pay (s + a < 1)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from siftcli import parallel
+from siftcli.recipe.schema import Recipe
+from siftcli.sift.losses import Uncertainty
+from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
+from siftcli.sift.sifter import UNCERTAINTY
+from siftcli.training.loop import _NonFiniteLoss, train_step
+from siftcli.training.setup import make_optimizer, sift_config
+
+
+def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
+    """Time a few training steps and scoring passes; warn when s + a >= 1 (sifting cannot pay).
+
+    Runs on a throw-away copy of the model so the real runs start from the same weights.
+    """
+    import time
+
+    import torch
+
+
+    if not recipe.sift.enabled or parallel.active():  # one process measures it; ranks would only repeat it
+        return None
+    device = workload.device
+    model = copy.deepcopy(workload.model).to(device)
+    rows = workload.train_data[: recipe.batch_size]
+    if len(rows) < 2:
+        return None
+    batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
+    opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
+    # without labels the student's loss cannot run: its entropy costs the same forward and backward
+    pilot_loss = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn
+    score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in UNCERTAINTY else workload.loss_fn
+    scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
+    sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
+    precisions = ("fp32", "bf16") if sp == "auto" else (sp,)  # auto: the scorer will keep the faster, so does this
+    train_t: list[float] = []
+    score_t: dict[str, list[float]] = {p: [] for p in precisions}
+    for i in range(steps + 1):
+        try:
+            _, fb, step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
+        except _NonFiniteLoss:
+            return None  # the run itself reports a loss that is not finite, with its step
+        model.eval()
+        for precision in precisions:
+            t1 = time.perf_counter()
+            with torch.inference_mode(), autocast(device, precision):
+                score_fn(model, batch)
+            if i:  # the first step warms caches
+                score_t[precision].append(time.perf_counter() - t1)
+        model.train()
+        if i:
+            train_t.append(fb + step)
+    s = min(sorted(t)[len(t) // 2] for t in score_t.values()) / sorted(train_t)[len(train_t) // 2]
+    a = sift_config(recipe, len(workload.train_data)).target_keep_fraction
+    if s + a >= 1.0:
+        return (f"pilot: scoring costs {s:.2f} of a training step and beta {recipe.sift.beta} keeps {a:.2f}, "
+                f"so s + a = {s + a:.2f} >= 1: sifting cannot save time here; raise sift.beta"
+                + (" or score in bf16 (sift.precision: bf16)" if fast_bf16(device) and "bf16" not in precisions else ""))
+    return None

@@ -1,0 +1,103 @@
+"""The house keeps its shape: every import resolves, imports run one way down the data path, and every benchmark entry
+imports and parses its arguments (a name that moved must not break a script nobody ran since)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The stages of ``siftcli/``, top (what the user calls) to bottom (what everything uses). A module may import from its
+#: own stage or any stage below it, never above: the README's map of the folders says the same.
+STAGES = ["__main__", "cli", "commands", "sweep", "report", "analysis", "arms", "training", "workload", "recipe",
+          "compat", "integrations", "runio", "parallel", "sift", "tasks", "errors"]
+
+
+def _sources(*folders: str) -> list[Path]:
+    return sorted(p for folder in folders for p in (ROOT / folder).rglob("*.py"))
+
+
+def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """Every ``from X import a, b`` of siftcli or benchmarks in ``path``, at any depth (function bodies included)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] in ("siftcli", "benchmarks"):
+            out.append((node.lineno, node.module, [a.name for a in node.names]))
+    return out
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "siftcli"
+
+
+@pytest.mark.parametrize("path", _sources("siftcli", "benchmarks", "tests"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_internal_import_resolves(path: Path) -> None:
+    for line, module, names in _imports(path):
+        mod = importlib.import_module(module)
+        for name in names:
+            if name == "*":
+                continue
+            found = hasattr(mod, name)
+            if not found:
+                try:
+                    importlib.import_module(f"{module}.{name}")
+                    found = True
+                except ImportError:
+                    pass
+            assert found, f"{path.relative_to(ROOT)}:{line}: `from {module} import {name}`: {module} has no {name}"
+
+
+def test_imports_run_one_way_down_the_data_path() -> None:
+    upward = []
+    for path in _sources("siftcli"):
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        here = _stage(module)
+        for line, target, names in _imports(path):
+            targets = [f"siftcli.{n}" for n in names] if target == "siftcli" else [target]
+            for t in targets:
+                there = _stage(t)
+                if there == "siftcli" or here == "siftcli" or there == here:
+                    continue
+                assert here in STAGES and there in STAGES, f"{path.relative_to(ROOT)}: stage {here} or {there} is not in STAGES"
+                if STAGES.index(there) < STAGES.index(here):
+                    upward.append(f"{path.relative_to(ROOT)}:{line} ({here}) imports {t} ({there})")
+    assert not upward, "imports from a lower stage to a higher one:\n" + "\n".join(upward)
+
+
+def test_every_stage_folder_says_what_comes_in_and_goes_out() -> None:
+    for folder in ("recipe", "workload", "arms", "training", "analysis", "report", "sweep"):
+        doc = ast.get_docstring(ast.parse((ROOT / "siftcli" / folder / "__init__.py").read_text()))
+        assert doc and " in, " in doc and " out" in doc, f"siftcli/{folder}: {doc!r} (expected \"X in, Y out: ...\")"
+
+
+def test_every_benchmark_entry_imports_and_parses_its_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import entries, harness
+    from siftcli.recipe.reader import load_recipe
+
+    for name, module in harness.SCRIPTS.items():
+        script = importlib.import_module(module)
+        with pytest.raises(SystemExit) as stop:
+            script.main(["--help"])
+        assert stop.value.code == 0, f"python -m benchmarks {name} --help exited {stop.value.code}"
+    for entry in entries.ENTRIES:  # each recipe and its overrides validate (the data is read only when it runs)
+        load_recipe(ROOT / entry.recipe, list(entry.overrides))
+    assert harness.main([]) == 0
+    listed = capsys.readouterr().out
+    assert all(e.name in listed for e in entries.ENTRIES) and all(n in listed for n in harness.SCRIPTS)
+
+
+def test_the_readme_recipe_example_validates() -> None:
+    from siftcli.recipe.schema import validate_recipe
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert blocks, "the README shows a recipe"
+    for block in blocks:
+        recipe = validate_recipe(yaml.safe_load(block), "README.md")
+        assert recipe.sift.enabled
