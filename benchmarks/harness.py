@@ -29,7 +29,7 @@ from siftcli.errors import SiftcliError
 from siftcli.recipe.reader import load_recipe
 from siftcli.runio import atomic_write_json, atomic_write_text, read_json
 from siftcli.sift.stats import add_counts
-from siftcli.training.metrics import brief, paid_seconds
+from siftcli.training.record import brief, paid_seconds
 
 
 def _registry() -> dict[str, Entry]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from siftcli import parallel
-from siftcli.analysis.stats import compare_pair, summarise_seeds
+from siftcli.analysis.stats import CompareResult, compare_pair, summarise_seeds
 from siftcli.analysis.verdict import verdict
 from siftcli.arms.context import SeedContext, preflight, prepare, write_label_noise
 from siftcli.arms.dedup import near_duplicates, token_sequences
@@ -25,15 +25,15 @@ from siftcli.report.plots import write_plots
 from siftcli.report.trackers import open_trackers
 from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
 from siftcli.training.loop import train
-from siftcli.training.metrics import brief
 from siftcli.training.pilot import pilot_check
+from siftcli.training.record import RunMetrics, brief, final_value, keep_value
 from siftcli.training.resume import data_fingerprint, reference_not_kept, resumable, same_data
 from siftcli.training.setup import save_model, sift_config
 from siftcli.workload.build import build_workload, resolve_device
 
 
 def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
-              resume: str | None = None, workload: Any = None) -> tuple[Path, dict[str, Any]]:
+              resume: str | None = None, workload: Any = None) -> tuple[Path, RunMetrics]:
     """One fine-tune, sifted when the recipe (or ``sift``) says so."""
     if resume:
         run_dir = Path(resume)
@@ -132,7 +132,7 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     return out
 
 
-def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
+def _maybe_plot(run_dir: Path, runs: list[RunMetrics]) -> list[str]:
     if not parallel.is_main():
         return []
     try:
@@ -142,7 +142,7 @@ def _maybe_plot(run_dir: Path, runs: list[dict[str, Any]]) -> list[str]:
 
 
 def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, arms: list[str] | None = None,
-                quick: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, dict[str, Any]]:
+                quick: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, CompareResult]:
     """The sifted run against the honest opponents (:func:`siftcli.arms.table.default_arms`, or ``arms``), per seed from that
     seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do."""
     if seeds < 1:
@@ -154,7 +154,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     warning = pilot_check(recipe, first) if pilot else None
     if warning and on_event is not None:
         on_event("warning", {"message": warning})
-    finished: list[dict[str, dict[str, Any]]] = []
+    finished: list[dict[str, RunMetrics]] = []
     cached = {recipe.seed: first}
 
     def workloads(r: Recipe) -> Any:
@@ -180,20 +180,20 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     result["plots"] = _maybe_plot(run_dir, list(all_runs[0].values()))
     atomic_write_json(run_dir / "compare.json", result)
 
-    traces = {arm: (m.get("keep") or {}).get("trace") for arm, m in all_runs[0].items()}
+    traces = {arm: keep_value(m, "trace") for arm, m in all_runs[0].items()}
     atomic_write_text(run_dir / "report.html", report_html(result, traces))
     if trackers:
         trackers.finish_group(_tracked(result), [run_dir / "compare.json", *map(Path, result["plots"]), run_dir / "report.html"])
     return run_dir, result
 
 
-def _tracked(result: dict[str, Any]) -> dict[str, Any]:
+def _tracked(result: CompareResult) -> dict[str, Any]:
     """A comparison's record for the trackers: the verdict, and each arm's metric and time against the baseline."""
     out: dict[str, Any] = {"verdict": str(result["verdict"])}
     first = result["runs"][0]
     base = first.get("baseline")
     for arm, run in first.items():
-        value = (run.get("final") or {}).get(run.get("metric"))
+        value = final_value(run)
         if value is not None:
             out[f"{arm}/{run['metric']}"] = value
         if base and base.get("train_seconds"):
@@ -201,8 +201,8 @@ def _tracked(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summarise_compare(all_runs: list[dict[str, dict[str, Any]]], drop_points: float, name: str, seeds: list[int],
-                      subject: str = "sifted") -> dict[str, Any]:
+def summarise_compare(all_runs: list[dict[str, RunMetrics]], drop_points: float, name: str, seeds: list[int],
+                      subject: str = "sifted") -> CompareResult:
     """compare.json: every seed's arms (brief), the per-seed pairs, paired statistics over seeds and the verdict."""
     pairs = []
     for seed, runs in zip(seeds, all_runs):
@@ -219,7 +219,7 @@ _RUN_FIELDS = {"metric": str, "higher_is_better": bool, "final": dict, "train_se
                "total_seconds": (int, float), "curve": list}
 
 
-def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> dict[str, Any]:
+def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> CompareResult:
     """Compare two finished run folders (baseline first) without training."""
     runs = []
     for d in (dir_a, dir_b):

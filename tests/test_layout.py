@@ -101,3 +101,36 @@ def test_the_readme_recipe_example_validates() -> None:
     for block in blocks:
         recipe = validate_recipe(yaml.safe_load(block), "README.md")
         assert recipe.sift.enabled
+
+
+def test_docs_metrics_lists_every_field_of_the_run_record() -> None:
+    """docs/metrics.md has a section per record type, and its rows are exactly that type's fields."""
+    from typing_extensions import is_typeddict
+
+    import siftcli.training.record as record
+
+    doc = (ROOT / "docs" / "metrics.md").read_text()
+    sections = {m.group(1): m.group(2) for m in re.finditer(r"^## (\w+):.*?\n(.*?)(?=^## |\Z)", doc, re.M | re.S)}
+    types = {name: t for name, t in vars(record).items() if is_typeddict(t) and t.__module__ == record.__name__}
+    assert set(sections) == set(types), f"sections {sorted(sections)} but record types {sorted(types)}"
+    for name, t in types.items():
+        documented = re.findall(r"^\| `(\w+)` \|", sections[name], re.M)
+        assert documented == list(t.__annotations__), f"docs/metrics.md, {name}: {documented} but the type has {list(t.__annotations__)}"
+
+
+def test_a_run_record_has_exactly_the_fields_its_type_declares(tiny_recipe, tmp_path: Path) -> None:
+    """metrics.json as written by a real (tiny, sifted) run: every required field present, nothing undeclared."""
+    import json
+
+    from typing_extensions import is_typeddict
+
+    from siftcli.commands import run_train
+    from siftcli.recipe.reader import load_recipe
+    from siftcli.training.record import KeepStats, RunMetrics
+
+    run_dir, _ = run_train(load_recipe(tiny_recipe(epochs=1)), output=str(tmp_path / "run"))
+    written = json.loads((run_dir / "metrics.json").read_text())
+    for t, value in ((RunMetrics, written), (KeepStats, written["keep"])):
+        assert is_typeddict(t)
+        assert t.__required_keys__ <= set(value), f"{t.__name__} misses {sorted(t.__required_keys__ - set(value))}"
+        assert set(value) <= set(t.__annotations__), f"{t.__name__} lacks {sorted(set(value) - set(t.__annotations__))}"

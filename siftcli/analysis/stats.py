@@ -4,17 +4,108 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any
+from typing import Any, cast
+
+from typing_extensions import NotRequired, TypedDict
 
 from siftcli.tasks import metric
-from siftcli.training.metrics import paid_seconds
+from siftcli.training.record import RunMetrics, TeacherInfo, final_value, keep_value, paid_seconds
 
 
-def metric_value(run: dict[str, Any]) -> float | None:
-    return (run.get("final") or {}).get(run["metric"])
+class Opponent(TypedDict):
+    """The subject against one other arm of the same seed."""
+
+    metric: float | None
+    seconds: float
+    paid_ratio: float | None  # its clock, reference paid in full, over the baseline's
+    diff: float | None  # subject minus it, in the metric's reporting unit (positive: the subject is better)
 
 
-def target_for(baseline: dict[str, Any], drop_points: float) -> float | None:
+class Pair(TypedDict):
+    """One seed of a comparison: the subject against the baseline on time, and against every arm on the metric."""
+
+    metric: str
+    higher_is_better: bool
+    subject: str
+    target: float | None
+    target_drop: float
+    baseline_time_to_target: float | None
+    sifted_time_to_target: float | None
+    time_to_target_ratio: float | None
+    baseline_target_fraction_of_run: float | None
+    equal_epoch_ratio: float | None
+    paid_ratio: float | None
+    total_ratio: float | None
+    speedup: float | None
+    metric_delta: float | None
+    predicted_ratio: float | None
+    scoring_cost: float | None
+    achieved_keep: float | None
+    target_keep: float | None
+    vs: dict[str, Opponent]
+    teacher: NotRequired[TeacherInfo]
+    noisy_share_kept: NotRequired[float]
+    noise_rate: NotRequired[float]
+    seed: NotRequired[int]
+
+
+class Paired(TypedDict):
+    """Per-seed paired differences: their mean and standard error, and what they allow a sceptic to say."""
+
+    mean: float
+    std: float
+    se: float
+    n: int
+    values: list[float]
+    ci95: list[float]
+    status: str  # beats | loses | within noise | too few seeds
+    beats: bool
+    within_noise: bool
+
+
+class Spread(TypedDict):
+    """A ratio over seeds: mean, spread and the values."""
+
+    mean: float
+    std: float
+    n: int
+    values: list[float]
+
+
+class SeedsSummary(TypedDict, total=False):
+    """Every ratio over seeds (:class:`Spread`) and every difference paired (:class:`Paired`)."""
+
+    seeds: int
+    time_to_target_ratio: Spread
+    equal_epoch_ratio: Spread
+    paid_ratio: Spread
+    speedup: Spread
+    achieved_keep: Spread
+    noisy_share_kept: Spread
+    metric_delta: Paired
+    vs: dict[str, Paired]
+
+
+class CompareResult(TypedDict):
+    """``compare.json``: every seed's arms (brief), the per-seed pairs, the statistics over seeds and the verdict."""
+
+    status: str
+    recipe: str
+    runs: list[dict[str, RunMetrics]]
+    pairs: list[Pair]
+    seeds_summary: SeedsSummary | None
+    verdict: str
+    arms: NotRequired[list[str]]
+    pilot_warning: NotRequired[str | None]
+    plots: NotRequired[list[str]]
+
+
+def metric_value(run: RunMetrics) -> float | None:
+    """The run's metric at its last evaluation (``None``: never evaluated)."""
+    return final_value(run)
+
+
+def target_for(baseline: RunMetrics, drop_points: float) -> float | None:
     """Baseline's final value, loosened by ``drop_points`` (accuracy points, or percent for loss-like metrics)."""
     final = metric_value(baseline)
     if final is None:
@@ -24,7 +115,7 @@ def target_for(baseline: dict[str, Any], drop_points: float) -> float | None:
     return final * (1.0 + drop_points / 100.0)
 
 
-def time_to_target(run: dict[str, Any], target: float | None) -> float | None:
+def time_to_target(run: RunMetrics, target: float | None) -> float | None:
     """Training seconds at the first evaluation that reached ``target`` (``None`` if never)."""
     if target is None:
         return None
@@ -42,8 +133,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def compare_pair(runs: dict[str, dict[str, Any]], drop_points: float = 0.5, subject: str = "sifted",
-                 reference: str = "baseline") -> dict[str, Any]:
+def compare_pair(runs: dict[str, RunMetrics], drop_points: float = 0.5, subject: str = "sifted",
+                 reference: str = "baseline") -> Pair:
     """Everything the compare table shows for one seed: ``subject`` (the sifted arm) against ``reference`` (the
     full baseline) on time, and against every other arm that ran (``vs``) on the final metric.
 
@@ -56,7 +147,7 @@ def compare_pair(runs: dict[str, dict[str, Any]], drop_points: float = 0.5, subj
     target = target_for(baseline, drop_points)
     b_tta, s_tta = time_to_target(baseline, target), time_to_target(sifted, target)
     b_val, s_val = metric_value(baseline), metric_value(sifted)
-    out = {
+    out: Pair = {
         "metric": baseline["metric"],
         "higher_is_better": baseline["higher_is_better"],
         "subject": subject,
@@ -73,8 +164,8 @@ def compare_pair(runs: dict[str, dict[str, Any]], drop_points: float = 0.5, subj
         "metric_delta": _diff(s_val, b_val, m),
         "predicted_ratio": sifted.get("predicted_ratio"),
         "scoring_cost": sifted.get("scoring_cost"),
-        "achieved_keep": (sifted.get("keep") or {}).get("achieved"),
-        "target_keep": (sifted.get("keep") or {}).get("target"),
+        "achieved_keep": keep_value(sifted, "achieved"),
+        "target_keep": keep_value(sifted, "target"),
         "vs": {arm: {"metric": metric_value(run), "seconds": run["train_seconds"],
                      "paid_ratio": _ratio(paid_seconds(run), baseline["train_seconds"]),
                      "diff": _diff(s_val, metric_value(run), m)}
@@ -111,7 +202,7 @@ def t975(df: int) -> float:
     return _T975[max(k for k in _T975 if k <= df)] if df >= 1 else math.inf
 
 
-def paired(values: list[float]) -> dict[str, Any]:
+def paired(values: list[float]) -> Paired:
     """Mean and standard error of per-seed paired differences, and what they allow us to say.
 
     ``beats``/``loses`` only when the 95% Student-t interval excludes zero *and* the mean is beyond two standard
@@ -134,13 +225,14 @@ def paired(values: list[float]) -> dict[str, Any]:
             "status": status, "beats": status == "beats", "within_noise": status == "within noise"}
 
 
-def summarise_seeds(pairs: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise_seeds(pairs: list[Pair]) -> SeedsSummary:
     """Mean and spread of each ratio over seeds; paired statistics (:func:`paired`) of every difference."""
-    out: dict[str, Any] = {"seeds": len(pairs)}
+    out: SeedsSummary = {"seeds": len(pairs)}
     for key in ("time_to_target_ratio", "equal_epoch_ratio", "paid_ratio", "speedup", "achieved_keep", "noisy_share_kept"):
-        values = [p[key] for p in pairs if p.get(key) is not None]
+        values = [cast(float, p.get(key)) for p in pairs if p.get(key) is not None]
         if values:
-            out[key] = {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            out[key] = {"mean": statistics.fmean(values),  # type: ignore[literal-required]
+                        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
                         "n": len(values), "values": values}
     deltas = [p["metric_delta"] for p in pairs if p.get("metric_delta") is not None]
     if deltas:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from siftcli.analysis.stats import MIN_SEEDS, metric_info
+from siftcli.analysis.stats import MIN_SEEDS, Pair, Paired, SeedsSummary, metric_info
 
 
-def verdict(pair: dict[str, Any], sift: dict[str, Any] | None, seeds: dict[str, Any] | None = None) -> str:
+def verdict(pair: Pair, sift: dict[str, Any] | None, seeds: SeedsSummary | None = None) -> str:
     """Plain sentences a user can act on: first against the honest opponents that ran (a baseline given the same
     time, random keep at the same rate, a static filter), then time-to-target; says what to do instead where
     sifting did not win."""
@@ -77,11 +77,11 @@ def _opponent_name(arm: str) -> str:
     return OPPONENT_NAMES.get(base, arm) + (f" ({spec})" if spec and base in OPPONENT_NAMES else "")
 
 
-def _se(stat: dict[str, Any]) -> str:
+def _se(stat: Paired) -> str:
     return "n/a" if not math.isfinite(stat.get("se", math.nan)) else f"{stat['se']:.2f} SE"
 
 
-def _outcome(single: float | None, over_seeds: dict[str, Any] | None, unit: str) -> tuple[str, str]:
+def _outcome(single: float | None, over_seeds: Paired | None, unit: str) -> tuple[str, str]:
     """``(word, numbers)`` for one opponent: from the paired statistics over seeds, or from one seed (never "beat")."""
     if isinstance(over_seeds, dict) and over_seeds.get("n", 0) > 1:
         word = {"beats": "beat it", "loses": "lost", "within noise": "within noise",
@@ -114,7 +114,7 @@ def _instead(arm: str, keep: float | None) -> str:
             }.get(arm, f"{arm} did as well as sifting")
 
 
-def _teacher_advice(pair: dict[str, Any], seeds: dict[str, Any] | None, sift: dict[str, Any] | None = None) -> str | None:
+def _teacher_advice(pair: Pair, seeds: SeedsSummary | None, sift: dict[str, Any] | None = None) -> str | None:
     """Distillation's first advice, from docs/benchmarks.md (SST-2, MR and AG News, 5 seeds each): a teacher that sees
     fixed inputs is cached 2.6-2.7x faster than plain distillation at the same accuracy, and sifting on top of the
     cache saves only the student's share while it loses accuracy on all three; so say "cache it" before anything
@@ -140,7 +140,7 @@ def _teacher_advice(pair: dict[str, Any], seeds: dict[str, Any] | None, sift: di
     return None
 
 
-def _next_step(pair: dict[str, Any], sift: dict[str, Any] | None) -> str:
+def _next_step(pair: Pair, sift: dict[str, Any] | None) -> str:
     """The one change worth trying next, from where the time went."""
     beta = (sift or {}).get("beta")
     ratio = pair.get("time_to_target_ratio")

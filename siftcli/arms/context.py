@@ -8,12 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from siftcli import parallel
 from siftcli.arms.reference import reference_for
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.runio import atomic_write_json, atomic_write_text, make_run_dir
-from siftcli.training.metrics import brief
+from siftcli.training.record import RunMetrics, brief
 from siftcli.workload.build import build_workload, resolve_device
 
 
@@ -23,9 +25,9 @@ class SeedContext:
 
     recipe: Recipe
     workload: Any
-    initial: dict[str, Any]
+    initial: dict[str, torch.Tensor]  # the seed's initial weights (a state dict)
     subject: str = "sifted"
-    runs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    runs: dict[str, RunMetrics] = field(default_factory=dict)
     _reference: Any = None
     _owner: str | None = None
 

@@ -17,22 +17,22 @@ on the same holdout for 0.28 of the run found 77%.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
+
+from siftcli.workload.rows import Row
 
 #: hashed n-gram buckets: DSIR uses 10,000; more keeps distinct bigrams apart in a vocabulary of ~30,000 tokens
 BUCKETS = 1 << 18
 
 
-def _ids(row: dict[str, Any]) -> list[int]:
+def _ids(row: Row) -> list[int]:
     ids = row.get("input_ids")
     if ids is None:
         raise ValueError("an n-gram reference reads token ids; these rows have none (image data?)")
     return ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
 
 
-def _texts(rows: list[dict[str, Any]]) -> list[list[int]]:
+def _texts(rows: list[Row]) -> list[list[int]]:
     """Each row's token ids without the start and end markers a tokenizer puts on every text (they say nothing about
     a text and would weigh most in the shortest ones): a first (last) token shared by all rows is dropped."""
     ids = [_ids(r) for r in rows]
@@ -57,7 +57,7 @@ def log_probs(grams: list[torch.Tensor], buckets: int = BUCKETS) -> torch.Tensor
     return torch.log((counts + 1.0) / (counts.sum() + buckets))
 
 
-def cross_entropy_difference(target: list[dict[str, Any]], pool: list[dict[str, Any]],
+def cross_entropy_difference(target: list[Row], pool: list[Row],
                              buckets: int = BUCKETS) -> torch.Tensor:
     """Per pool text, the mean over its n-grams of ``log p_pool - log p_target`` (float32, lower = more target-like);
     a text with no tokens scores 0 (no evidence either way)."""
@@ -73,14 +73,14 @@ def cross_entropy_difference(target: list[dict[str, Any]], pool: list[dict[str, 
     return out.float()
 
 
-def _label(row: dict[str, Any]) -> int:
+def _label(row: Row) -> int:
     y = row.get("labels")
     if y is None:
         raise ValueError("a naive Bayes reference reads class labels; these rows have none")
     return int(y.item() if isinstance(y, torch.Tensor) else y)
 
 
-def label_losses(holdout: list[dict[str, Any]], pool: list[dict[str, Any]], buckets: int = BUCKETS) -> torch.Tensor:
+def label_losses(holdout: list[Row], pool: list[Row], buckets: int = BUCKETS) -> torch.Tensor:
     """Per pool text, ``-log p(label | text)`` under multinomial naive Bayes fitted to the holdout's n-grams per class
     (add-one smoothing, uniform class priors: the holdout's class mix says nothing about the pool's). It is a real
     loss of the label, so it ranks like one and ``score: reducible`` can subtract it, but naive Bayes is overconfident

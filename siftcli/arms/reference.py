@@ -39,9 +39,10 @@ from siftcli.runio import atomic_torch_save
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.scoring import Scorer
 from siftcli.training.loop import Reference, train
+from siftcli.training.record import RunMetrics
 from siftcli.workload.build import Workload
 from siftcli.workload.models import build_model
-from siftcli.workload.rows import hash_rows
+from siftcli.workload.rows import Row, hash_rows
 from siftcli.workload.teachers import load_teacher
 
 
@@ -62,7 +63,7 @@ def reference_recipe(recipe: Recipe) -> Recipe:
     })
 
 
-def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None) -> torch.nn.Module:
+def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, torch.Tensor] | None) -> torch.nn.Module:
     """The learner's architecture from its initial weights, or a smaller config (``sift.reference.config_overrides``)."""
     overrides = recipe.sift.reference.config_overrides
     if not overrides:
@@ -77,7 +78,7 @@ def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
                        label_names=workload.label_names)
 
 
-def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """The recipe's reference losses for every training sample: from the cache where its key is there, else built
     (``sift.reference.kind``) and cached. Returns the reference and the metrics of any reference training run."""
     spec = recipe.sift.reference
@@ -157,14 +158,15 @@ def _write_cache(path: Path, payload: dict[str, Any]) -> None:
         pass
 
 
-def _score_all(model: torch.nn.Module, workload: Workload, recipe: Recipe, rows: list[dict[str, Any]]) -> torch.Tensor:
+def _score_all(model: torch.nn.Module, workload: Workload, recipe: Recipe, rows: list[Row]) -> torch.Tensor:
     device = workload.device
     scorer = Scorer(model.to(device), workload.loss_fn, device, scoring_precision(recipe.sift.precision, device, recipe.precision))
     got = [scorer.losses(b) for b in DataLoader(rows, batch_size=recipe.eval.batch_size, collate_fn=workload.collate)]
     return torch.cat(got)
 
 
-def holdout_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+def holdout_reference(workload: Workload, recipe: Recipe,
+                      initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """One reference trained on the holdout (data no arm trains on), scoring every training sample."""
     if not workload.holdout_data:
         raise SiftcliError("sift.reference.kind holdout: the holdout is empty (holdout_source or holdout_fraction)")
@@ -176,21 +178,22 @@ def holdout_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any
     return Reference(losses=losses, seconds=metrics["train_seconds"] + time.perf_counter() - t0), [metrics]
 
 
-def ngram_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+def ngram_reference(workload: Workload, recipe: Recipe,
+                    initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """The holdout's hashed n-gram distribution against the pool's (:mod:`siftcli.arms.ngram`): a relevance score with no
     model and no training, so it costs milliseconds where a trained reference costs a fraction of the run."""
     return _counted(workload, "ngram", cross_entropy_difference)
 
 
 def naive_bayes_reference(workload: Workload, recipe: Recipe,
-                          initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+                          initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """Naive Bayes over the holdout's n-grams per class (:func:`siftcli.arms.ngram.label_losses`): whether a text's label
     fits its words, the question label noise asks, with no model trained; a trained holdout reference answers it as
     a side effect of difficulty and costs a fraction of the run."""
     return _counted(workload, "naive-bayes", label_losses)
 
 
-def _counted(workload: Workload, kind: str, score: Any) -> tuple[Reference, list[dict]]:
+def _counted(workload: Workload, kind: str, score: Any) -> tuple[Reference, list[RunMetrics]]:
     """A reference counted from the holdout's n-grams (``score(holdout, pool)``), timed; its errors one line each."""
     if not workload.holdout_data:
         raise SiftcliError(f"sift.reference.kind {kind}: the holdout is empty (holdout_source or holdout_fraction)")
@@ -202,7 +205,8 @@ def _counted(workload: Workload, kind: str, score: Any) -> tuple[Reference, list
     return Reference(losses=losses, seconds=time.perf_counter() - t0), []
 
 
-def model_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+def model_reference(workload: Workload, recipe: Recipe,
+                    initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """A saved model (``sift.reference.model``) scores every training sample as it is."""
     source = recipe.sift.reference.model
     try:
@@ -215,7 +219,8 @@ def model_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] 
     return Reference(losses=losses, seconds=time.perf_counter() - t0), []
 
 
-def cross_fitted_reference(workload: Workload, recipe: Recipe, initial: dict[str, Any] | None = None) -> tuple[Reference, list[dict]]:
+def cross_fitted_reference(workload: Workload, recipe: Recipe,
+                           initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """Reference losses for every training sample, the seconds they cost, and each reference's metrics."""
     device = workload.device
     halves = split_halves(len(workload.train_data), recipe.seed)

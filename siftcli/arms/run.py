@@ -13,13 +13,14 @@ from siftcli.arms.table import arm_row, check_arms
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, ensure_writable
 from siftcli.training.loop import train
+from siftcli.training.record import RunMetrics
 from siftcli.training.setup import sift_config
 from siftcli.workload.build import build_workload
 
 
 def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
              on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
-             live: list[dict[str, dict[str, Any]]] | None = None) -> list[dict[str, dict[str, Any]]]:
+             live: list[dict[str, RunMetrics]] | None = None) -> list[dict[str, RunMetrics]]:
     """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.
 
     Each seed builds its own workload (``workloads``, default :func:`~siftcli.workload.build.build_workload`): its own
@@ -27,7 +28,7 @@ def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
     ``live`` (a list) holds each seed's arms as they finish, so a caller keeps them when a run is interrupted.
     """
     order = check_arms(recipe, arms, subject)
-    out: list[dict[str, dict[str, Any]]] = [] if live is None else live
+    out: list[dict[str, RunMetrics]] = [] if live is None else live
     for seed in seeds:
         r = recipe.model_copy(update={"seed": seed})
         workload = (workloads or build_workload)(r)
@@ -39,7 +40,7 @@ def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
     return out
 
 
-def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None) -> dict[str, Any]:
+def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None) -> RunMetrics:
     """One arm of a seed, from the seed's initial weights."""
     ensure_writable(folder)
     if on_event is not None:

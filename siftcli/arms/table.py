@@ -25,7 +25,7 @@ from siftcli.recipe.reader import apply_override, load_yaml_text
 from siftcli.recipe.schema import Recipe, validate_recipe
 from siftcli.sift.sifter import REFERENCE_SCORES
 from siftcli.tasks import TASKS
-from siftcli.training.metrics import paid_seconds
+from siftcli.training.record import RunMetrics, keep_value, kept_fraction, paid_seconds
 
 
 @dataclass(frozen=True)
@@ -264,20 +264,13 @@ def check_arms(recipe: Recipe, arms: list[str], subject: str = "sifted") -> list
 
 # -- what the opponents copy from the subject ------------------------------------------------------
 
-def kept_fraction(run: dict[str, Any]) -> float:
-    """The fraction of raw samples a run trained on, delay included (what a static filter must match)."""
-    keep = run.get("keep") or {}
-    value = keep.get("achieved")
-    return float(value) if value is not None and 0 < value <= 1 else 1.0
-
-
-def equal_time_steps(baseline: dict[str, Any], sifted: dict[str, Any]) -> int:
+def equal_time_steps(baseline: RunMetrics, sifted: RunMetrics) -> int:
     """Steps a baseline can take in the sifted run's training wall-clock, its reference paid in full."""
     per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
     return max(1, int(round(paid_seconds(sifted) / per_step)))
 
 
-def equal_time_recipe(recipe: Recipe, baseline: dict[str, Any], sifted: dict[str, Any]) -> Recipe:
+def equal_time_recipe(recipe: Recipe, baseline: RunMetrics, sifted: RunMetrics) -> Recipe:
     """The baseline recipe capped at the sifted run's wall-clock (schedule fully decayed at that step).
 
     When the sifted run took longer than the baseline (a costly reference, say), the opponent gets
@@ -291,14 +284,14 @@ def capped(recipe: Recipe, steps: int, per_epoch: float) -> Recipe:
     return recipe.model_copy(update={"max_steps": steps, "epochs": max(recipe.epochs, float(math.ceil(steps / max(1, per_epoch))))})
 
 
-def random_keep_fraction(sifted: dict[str, Any]) -> float:
+def random_keep_fraction(sifted: RunMetrics) -> float:
     """The kept fraction the random-keep control copies: what the sifted run achieved after its delay."""
     keep = sifted.get("keep") or {}
     value = keep.get("achieved_after_delay")
     return float(value) if value is not None and 0 < value <= 1 else float(keep.get("target") or 1.0)
 
 
-def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
+def random_keep_changes(sifted: RunMetrics) -> dict[str, Any]:
     """The engine settings of the random-keep control: the sifted run's kept fraction after its delay, the same delay
     and anneal (a variant's own, not the recipe's), and, where that run chose its start (``sift_delay: auto``), the
     raw batch it started at (never started: keep everything)."""
@@ -308,7 +301,7 @@ def random_keep_changes(sifted: dict[str, Any]) -> dict[str, Any]:
         if key in sift and sift[key] not in (None, "auto"):
             changes[key] = sift[key]
     if sift.get("sift_delay") == "auto":
-        started = (sifted.get("keep") or {}).get("sift_started_at")
+        started = keep_value(sifted, "sift_started_at")
         changes["sift_delay"] = 0 if started is None else int(started)
         if started is None:
             changes["keep_fraction"] = 1.0

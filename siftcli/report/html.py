@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any
 
+from siftcli.analysis.stats import CompareResult
 from siftcli.runio import _clean
 
 
@@ -18,7 +18,7 @@ def _page() -> str:
     return files("siftcli.report").joinpath("templates", "report.html").read_text(encoding="utf-8")
 
 
-def report_html(result: dict[str, Any], traces: dict[str, list[list[int]]] | None = None) -> str:
+def report_html(result: CompareResult, traces: dict[str, list[list[int]]] | None = None) -> str:
     """The page for a ``compare.json`` result; ``traces`` adds each arm's keep trace ([raw batch, n, kept] rows)."""
     runs = [{arm: {**run, "keep_trace": (traces or {}).get(arm)} for arm, run in seed.items()} for seed in result["runs"]]
     first = result["runs"][0]

@@ -6,10 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from siftcli.training.record import RunMetrics
+
 COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4", "random-keep": "#2ca02c"}
 
 
-def write_plots(run_dir: Path, runs: list[dict[str, Any]]) -> list[Path]:
+def write_plots(run_dir: Path, runs: list[RunMetrics]) -> list[Path]:
     """Metric against training wall-clock for every arm; keep rate over raw batches; kept vs rejected losses."""
     import matplotlib
 

@@ -8,14 +8,16 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from siftcli.analysis.stats import CompareResult
 from siftcli.tasks import metric
+from siftcli.training.record import ParallelInfo, ReferenceCost, RunMetrics, final_value, keep_value
 
 #: What each opponent's difference measures, in the compare table.
 _VALUE_OF = {"equal-time": "value of the trade", "random-keep": "value of selection",
              "static-filter": "value of deciding online", "target-only": "distance to the ceiling"}
 
 
-def _reference_cost(ref: dict[str, Any] | None) -> str:
+def _reference_cost(ref: ReferenceCost | None) -> str:
     if not ref:
         return "—"
     return f"{ref['paid_seconds']:.1f} / {ref['build_seconds']:.1f}" + (" (cached)" if ref.get("cached") else "")
@@ -33,13 +35,13 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{100 * x:.1f}%"
 
 
-def run_table(m: dict[str, Any], run_dir: str | None = None) -> Table:
+def run_table(m: RunMetrics, run_dir: str | None = None) -> Table:
     metric = m["metric"]
     t = Table(title=f"siftcli train — {m['arm']} ({m['status']})", show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value", justify="right")
-    t.add_row(f"final {metric}", _f((m.get("final") or {}).get(metric), "{:.4f}"))
-    t.add_row("eval loss", _f((m.get("final") or {}).get("loss"), "{:.4f}"))
+    t.add_row(f"final {metric}", _f(final_value(m), "{:.4f}"))
+    t.add_row("eval loss", _f(final_value(m, "loss"), "{:.4f}"))
     t.add_row("training wall-clock", f"{m['train_seconds']:.1f} s")
     t.add_row("total wall-clock", f"{m['total_seconds']:.1f} s")
     t.add_row("optimizer steps", str(m["optimizer_steps"]))
@@ -74,7 +76,7 @@ def run_table(m: dict[str, Any], run_dir: str | None = None) -> Table:
     return t
 
 
-def _spread(par: dict[str, Any]) -> str:
+def _spread(par: ParallelInfo) -> str:
     """How a run was spread over processes, e.g. ``2 × 8 = 16; lr 0.001``."""
     return f"{par['world_size']} × {par['per_rank_batch']} = {par['global_batch']}; lr {par['lr']:g}" + (
         "; ZeRO" if par.get("zero") else "")
@@ -84,7 +86,7 @@ def _start(raw_batch: int | None) -> str:
     return "never" if raw_batch is None else str(raw_batch)
 
 
-def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
+def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
     pair = result["pairs"][0] if len(result["pairs"]) == 1 else None
     runs = result["runs"][0]
     metric_name = runs["baseline"]["metric"]
@@ -109,13 +111,13 @@ def compare_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
     row("samples trained on", lambda r: str(r["samples_trained"]))
     if any(runs[a].get("samples_teacher") is not None for a in arms):
         row("teacher forwards (samples)", lambda r: str(r.get("samples_teacher")))
-    if "sifted" in runs and (runs["sifted"].get("keep") or {}).get("sift_started_at") is not None:
-        row("sifting started at raw batch", lambda r: _start((r.get("keep") or {}).get("sift_started_at")) if r.get("keep") else "—")
+    if "sifted" in runs and keep_value(runs["sifted"], "sift_started_at") is not None:
+        row("sifting started at raw batch", lambda r: _start(keep_value(r, "sift_started_at")) if r.get("keep") else "—")
     row("accepted % (target)", lambda r: _pct(r["keep"]["target"]) if r.get("keep") else "—")
     row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else
         _pct(r["subset"]["samples"] / r["subset"]["of"]) if r.get("subset") else _pct(1.0))
-    row(f"final eval {metric_name}", lambda r: _f((r.get("final") or {}).get(metric_name), "{:.4f}"))
-    row("final eval loss", lambda r: _f((r.get("final") or {}).get("loss"), "{:.4f}"))
+    row(f"final eval {metric_name}", lambda r: _f(final_value(r), "{:.4f}"))
+    row("final eval loss", lambda r: _f(final_value(r, "loss"), "{:.4f}"))
     if any(runs[a].get("label_noise") for a in arms):
         row("flipped labels among kept (after delay)", lambda r: _pct((r.get("label_noise") or {}).get("kept_share_after_delay")
                                                                         or (r.get("label_noise") or {}).get("kept_share")))

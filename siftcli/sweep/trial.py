@@ -18,6 +18,7 @@ from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
 from siftcli.tasks import TASKS
+from siftcli.training.record import keep_value
 from siftcli.workload.build import build_workload, check_sift_fits, workload_key
 
 #: Trials are not pruned after this share of the run's raw batches.
@@ -84,7 +85,7 @@ def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | 
                   "optimizer_steps": last["step"], "final": {k: last.get(k) for k in ("loss", workload.metric)}}
     else:
         result = {"state": "complete", "train_seconds": metrics["train_seconds"], "optimizer_steps": metrics["optimizer_steps"],
-                  "final": metrics["final"], "kept": (metrics.get("keep") or {}).get("achieved"),
+                  "final": metrics["final"], "kept": keep_value(metrics, "achieved"),
                   "scoring_cost": metrics.get("scoring_cost")}
     result.update(number=number, params=params, metric=workload.metric, higher_is_better=workload.higher_is_better,
                   startup_seconds=startup,

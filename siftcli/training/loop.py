@@ -39,6 +39,7 @@ from siftcli.tasks import METRICS, TASKS
 from siftcli.training import checkpoint, compiling
 from siftcli.training.distill import distill_loss
 from siftcli.training.metrics import merge_ranks, summarise_run
+from siftcli.training.record import CurvePoint, ReferenceCost, RunMetrics
 from siftcli.training.resume import reference_not_kept
 from siftcli.training.setup import build_train_loader, make_optimizer
 from siftcli.workload.build import Workload
@@ -60,7 +61,7 @@ class Reference:
     kind: str = "cross-fit"
     key: str | None = None
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ReferenceCost:
         return {"kind": self.kind, "paid_seconds": self.seconds, "cached": self.cached, "key": self.key,
                 "build_seconds": self.seconds if self.build_seconds is None else self.build_seconds}
 
@@ -75,7 +76,7 @@ class RunState:
     train_clock: float = 0.0  # training wall-clock: data, scoring, steps (and a reference's cost); no eval
     earlier_seconds: float = 0.0  # total wall-clock of the processes before a resume
     phases: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
-    curve: list[dict[str, Any]] = field(default_factory=list)
+    curve: list[CurvePoint] = field(default_factory=list)
     last_eval_clock: float = 0.0
     last_eval_step: int = -1
     keep_trace: list[list[int]] = field(default_factory=list)  # [raw batch, n, kept], for the keep-rate plot
@@ -235,7 +236,7 @@ def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
 def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *, reference: Reference | None = None,
           run_dir: Path | None = None, arm: str = "baseline", on_event: Event | None = None,
           resume: bool = False, upfront: dict[str, float] | None = None,
-          on_complete: Callable[[], None] | None = None) -> dict[str, Any]:
+          on_complete: Callable[[], None] | None = None) -> RunMetrics:
     """Run one fine-tune and return its metrics (also written to ``run_dir/metrics.json``). ``upfront``: seconds of
     work done before this call that chose its data (near-duplicate removal), started on its clock as named phases,
     like the reference's cost. ``on_complete``: called once training completed, before the final checkpoint (the
@@ -274,7 +275,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
     compiled = compiling.counts() if recipe.compile else None
 
-    def finish(status: str) -> dict[str, Any]:
+    def finish(status: str) -> RunMetrics:
         return _finish(workload, recipe, sift, loader, arm, status, state, started, device, run_dir, compiled, reference)
 
     def evaluate_now(reason: str) -> None:
@@ -379,7 +380,7 @@ def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log
 
 def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader: Any, arm: str, status: str, state: RunState,
             started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None,
-            reference: Reference | None = None) -> dict[str, Any]:
+            reference: Reference | None = None) -> RunMetrics:
     """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
     rank's are merged (:func:`~siftcli.training.metrics.merge_ranks`) and every rank returns the same: what a caller
     decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""

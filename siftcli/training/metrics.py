@@ -9,7 +9,10 @@ import math
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
+import torch
+
 from siftcli.sift.stats import add_counts
+from siftcli.training.record import GroupStats, KeepStats, NoiseStats, RankStats, RunMetrics
 
 
 def _share(part: list[int], whole: list[int]) -> float | None:
@@ -17,15 +20,13 @@ def _share(part: list[int], whole: list[int]) -> float | None:
 
 
 def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, status: str, state: Any,
-                  total_seconds: float, device: Any, world: int = 1) -> dict[str, Any]:
-    """One run's metrics.json (of one rank, under torchrun: :func:`merge_ranks` joins them): final metric, times,
-    phases, keep rates, the scoring cost s and the cost model.
+                  total_seconds: float, device: Any, world: int = 1) -> RunMetrics:
+    """One run's metrics.json (of one rank, under torchrun: :func:`merge_ranks` joins them), section by section:
+    final metric, times, phases, keep rates, the scoring cost s and the cost model, flipped labels, groups.
 
     ``s`` = scoring seconds per scored sample over training seconds per trained sample; the predicted
     equal-epoch ratio is ``scored/raw * s + kept fraction`` (plus a reference model's share, if any).
     """
-    import torch
-
     st = loader.stats
     final = state.curve[-1] if state.curve else {}
     raw, scored, trained, phases = st.raw_samples, st.scored_samples, state.trained, state.phases
@@ -34,41 +35,6 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
     per_trained = train_compute / trained if trained else float("nan")
     s_cost = (phases["scoring"] / scored) / per_trained if scored and trained and per_trained > 0 else float("nan")
     achieved = trained / raw if raw else float("nan")
-    keep = None
-    if sift is not None:
-        keep = {
-            "target": st.target_keep_fraction, "achieved": achieved, "achieved_after_delay": st.sifted_kept_fraction,
-            "sifted_raw": st.sifted_raw_samples, "sifted_kept": st.sifted_kept_samples,
-            "per_epoch": [{"epoch": e.epoch, "raw": e.raw_samples, "kept": e.kept_samples, "kept_fraction": e.kept_fraction,
-                           "after_delay": e.sifted_kept_fraction, "scored": e.scored_samples, "from_memory": e.memory_samples,
-                           "sifted_raw": e.sifted_raw_samples, "sifted_kept": e.sifted_kept_samples}
-                          for e in st.epochs],
-            # kept samples dropped at epochs' ends so every rank yields as many batches (torchrun only)
-            "dropped_to_sync": st.dropped_to_sync,
-            # raw batch at which sifting started (the delay's end; chosen by the rule with sift_delay auto), and
-            # at which the anneal began keeping everything again; None: never
-            "sift_started_at": st.sift_started_at, "anneal_started_at": st.anneal_started_at,
-            "scored_after_first_epoch": _share([e.scored_samples for e in st.epochs[1:]], [e.raw_samples for e in st.epochs[1:]]),
-            "nonfinite": st.nonfinite, "trace": state.keep_trace,
-            # how old the scores behind ranked decisions were (score_ages[a]: samples decided by a loss a epochs old,
-            # the last bucket that or older; score_unknown: by none yet), and the kept sets' overlap epoch to epoch
-            "score_ages": list(st.score_ages), "score_unknown": st.score_unknown, "kept_overlap": list(st.kept_overlap),
-        }
-    noise = None
-    if getattr(workload, "noisy", None) is not None:
-        noise = {"rate": float(workload.noisy.float().mean()), "flipped": int(workload.noisy.sum()),
-                 "kept_flipped": state.noisy_kept, "kept_flipped_after_delay": state.noisy_kept_after_delay,
-                 "kept_share": state.noisy_kept / st.kept_samples if st.kept_samples else None,
-                 "kept_share_after_delay": (state.noisy_kept_after_delay / st.sifted_kept_samples
-                                            if st.sifted_kept_samples and sift is not None else None)}
-    groups = None
-    if getattr(workload, "groups", None) is not None:  # which part of a mixed pool the kept samples came from
-        sizes = torch.bincount(workload.groups, minlength=len(workload.group_names)).tolist()
-        kept = (state.group_kept + [0] * len(sizes))[: len(sizes)]
-        total = sum(kept)
-        groups = {name: {"samples": n, "kept": k, "share_of_kept": k / total if total else None,
-                         "share_of_data": n / max(1, sum(sizes))}
-                  for name, n, k in zip(workload.group_names, sizes, kept)}
     predicted = None
     if sift is not None and raw and math.isfinite(s_cost):
         predicted = (scored / raw) * s_cost + achieved
@@ -91,15 +57,13 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "samples_from_memory": st.memory_samples,
         "samples_trained": trained,
         "samples_teacher": state.teacher_samples if distill is not None else None,
-        # what the verdict needs to say "cache the teacher": was it cached, and could it have been (fixed inputs)
         "teacher": {"cached": bool(distill.cache), "inputs_change": recipe.data.augment is not None} if distill else None,
-        # how the run was spread: the global batch is the per-rank batch times the ranks; the learning rate
-        # is the recipe's, never rescaled (docs/scale-out.md says how to scale it)
+        # the learning rate is the recipe's, never rescaled (docs/scale-out.md says how to scale it)
         "parallel": {"world_size": world, "per_rank_batch": recipe.batch_size, "global_batch": recipe.batch_size * world,
                      "lr": recipe.optim.lr, "optimizer_steps": state.step, "zero": bool(recipe.optim.zero and world > 1)},
-        "keep": keep,
-        "label_noise": noise,
-        "groups": groups,
+        "keep": _keep(st, state, achieved) if sift is not None else None,
+        "label_noise": _noise(workload, state, st, sifted=sift is not None),
+        "groups": _groups(workload, state),
         "phases": phases,
         "scoring_cost": s_cost,
         "predicted_ratio": predicted,
@@ -112,10 +76,50 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
     }
 
 
+def _keep(st: Any, state: Any, achieved: float) -> KeepStats:
+    """The keep section: what the rule kept, per epoch, when it started, and how old its scores were."""
+    later = st.epochs[1:]
+    return {
+        "target": st.target_keep_fraction, "achieved": achieved, "achieved_after_delay": st.sifted_kept_fraction,
+        "sifted_raw": st.sifted_raw_samples, "sifted_kept": st.sifted_kept_samples,
+        "per_epoch": [{"epoch": e.epoch, "raw": e.raw_samples, "kept": e.kept_samples, "kept_fraction": e.kept_fraction,
+                       "after_delay": e.sifted_kept_fraction, "scored": e.scored_samples, "from_memory": e.memory_samples,
+                       "sifted_raw": e.sifted_raw_samples, "sifted_kept": e.sifted_kept_samples}
+                      for e in st.epochs],
+        "dropped_to_sync": st.dropped_to_sync,
+        "sift_started_at": st.sift_started_at, "anneal_started_at": st.anneal_started_at,
+        "scored_after_first_epoch": _share([e.scored_samples for e in later], [e.raw_samples for e in later]),
+        "nonfinite": st.nonfinite, "trace": state.keep_trace,
+        "score_ages": list(st.score_ages), "score_unknown": st.score_unknown, "kept_overlap": list(st.kept_overlap),
+    }
+
+
+def _noise(workload: Any, state: Any, st: Any, sifted: bool) -> NoiseStats | None:
+    """Where data.label_noise flipped labels: how many of them were kept."""
+    if getattr(workload, "noisy", None) is None:
+        return None
+    return {"rate": float(workload.noisy.float().mean()), "flipped": int(workload.noisy.sum()),
+            "kept_flipped": state.noisy_kept, "kept_flipped_after_delay": state.noisy_kept_after_delay,
+            "kept_share": state.noisy_kept / st.kept_samples if st.kept_samples else None,
+            "kept_share_after_delay": (state.noisy_kept_after_delay / st.sifted_kept_samples
+                                       if st.sifted_kept_samples and sifted else None)}
+
+
+def _groups(workload: Any, state: Any) -> dict[str, GroupStats] | None:
+    """Which part of a mixed pool (data.group_column) the kept samples came from."""
+    if getattr(workload, "groups", None) is None:
+        return None
+    sizes = torch.bincount(workload.groups, minlength=len(workload.group_names)).tolist()
+    kept = (state.group_kept + [0] * len(sizes))[: len(sizes)]
+    total = sum(kept)
+    return {name: {"samples": n, "kept": k, "share_of_kept": k / total if total else None, "share_of_data": n / max(1, sum(sizes))}
+            for name, n, k in zip(workload.group_names, sizes, kept)}
+
+
 _SUMMED = ("raw_samples", "samples_scored", "samples_from_memory", "samples_trained", "samples_teacher")
 
 
-def merge_ranks(runs: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> dict[str, Any]:
+def merge_ranks(runs: list[RunMetrics], ranks: list[RankStats]) -> RunMetrics:
     """One metrics.json from every rank's (torchrun): rank 0's clock, curve and phases (evaluation is already
     global, and ranks step together), counts summed over ranks with the fractions recomputed from them, and
     each rank's own numbers (``ranks``: samples, kept fraction, steps, seconds, a fingerprint of its weights)."""
@@ -154,18 +158,3 @@ def merge_ranks(runs: list[dict[str, Any]], ranks: list[dict[str, Any]]) -> dict
     out["parallel"]["ranks"] = ranks
     out["parallel"]["ranks_in_sync"] = len({r["weights_sha1"] for r in ranks}) == 1
     return out
-
-
-def brief(m: dict[str, Any]) -> dict[str, Any]:
-    """A run's numbers without its long traces (those stay in the arm's metrics.json)."""
-    keep = dict(m["keep"]) if m.get("keep") else None
-    if keep:
-        keep.pop("trace", None)
-    return {**{k: v for k, v in m.items() if k not in ("curve", "keep", "settings")}, "keep": keep,
-            "curve": [{k: p.get(k) for k in ("step", "train_seconds", m["metric"], "loss")} for p in m.get("curve", [])]}
-
-
-def paid_seconds(run: dict[str, Any]) -> float:
-    """A run's training clock with its reference paid in full, also where this run found it cached (amortised)."""
-    ref = run.get("reference") or {}
-    return run["train_seconds"] - float(ref.get("paid_seconds") or 0.0) + float(ref.get("build_seconds") or 0.0)

@@ -25,7 +25,7 @@ from siftcli.tasks import TASKS, metric
 from siftcli.workload.augment import ImageAugment, text_augment
 from siftcli.workload.data import load_splits
 from siftcli.workload.models import build_model, load_image_processor, load_tokenizer
-from siftcli.workload.rows import ImageCollator, PadCollator, flip_labels, groups_of, holdout_split, split_off, tokenize
+from siftcli.workload.rows import ImageCollator, PadCollator, Row, flip_labels, groups_of, holdout_split, split_off, tokenize
 from siftcli.workload.teachers import load_teacher
 
 
@@ -35,9 +35,9 @@ class Workload:
 
     task: str
     model: torch.nn.Module
-    train_data: list[dict[str, Any]]
-    eval_data: list[dict[str, Any]]
-    collate: Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]]
+    train_data: list[Row]
+    eval_data: list[Row]
+    collate: Callable[[list[Row]], dict[str, torch.Tensor]]
     loss_fn: PerSampleLoss
     metric: str
     label_names: list[str] | None = None
@@ -48,7 +48,7 @@ class Workload:
     teacher: torch.nn.Module | None = None  # distill.teacher, frozen
     groups: torch.Tensor | None = None  # per training sample: index into group_names (data.group_column)
     group_names: list[str] | None = None
-    holdout_data: list[dict[str, Any]] | None = None  # sift.reference holdout rows: no arm trains on them
+    holdout_data: list[Row] | None = None  # sift.reference holdout rows: no arm trains on them
     unlabeled: bool = False  # training rows carry no label (-1): distillation from the teacher alone
     source_index: list[int] | None = None  # each training row's row in ``source_rows`` (what siftcli filter writes out)
     source_rows: Any = None  # the loaded training data (a datasets.Dataset), columns as in the file
@@ -130,7 +130,7 @@ def build_workload(recipe: Recipe) -> Workload:
     num_labels = len(splits.label_names) if splits.label_names else None
     pad_values: dict[str, float] = {}
     padding_side = "right"
-    holdout_rows: list[dict[str, Any]] | None = None
+    holdout_rows: list[Row] | None = None
     if TASKS[recipe.task].inputs == "image":
         if recipe.sift.reference.holdout_source:
             raise SiftcliError("sift.reference.holdout_source: image data takes holdout_fraction (a file of images is not read)")

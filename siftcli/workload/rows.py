@@ -3,15 +3,26 @@ needs (flipped labels, groups, a held-out part for a reference). The builders ca
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
+from typing_extensions import TypedDict
 
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.sift.batching import bucket
 from siftcli.tasks import TASKS
 from siftcli.workload.data import load_splits
+
+
+class Row(TypedDict, total=False):
+    """One tokenized row as the collators, the n-gram scores and the hashes read it (an image task's rows are its
+    data set's own, with the image column and ``labels``)."""
+
+    input_ids: list[int]
+    attention_mask: list[int]
+    token_type_ids: list[int]
+    labels: Any  # a class id, a regression target, or token labels (causal LM)
 
 
 class PadCollator:
@@ -39,7 +50,7 @@ class PadCollator:
                 out[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
         return out
 
-    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def __call__(self, rows: list[Row]) -> dict[str, torch.Tensor]:
         batch = {"input_ids": self._pad([r["input_ids"] for r in rows], self.pad_id)}
         batch["attention_mask"] = self._pad([r["attention_mask"] for r in rows], 0)
         if "token_type_ids" in rows[0]:
@@ -65,7 +76,7 @@ class ImageCollator:
         return {"pixel_values": pixels, "labels": torch.tensor([r["labels"] for r in rows], dtype=torch.long)}
 
 
-def flip_labels(rows: list[dict[str, Any]], n_classes: int, fraction: float, seed: int) -> torch.Tensor | None:
+def flip_labels(rows: list[Row], n_classes: int, fraction: float, seed: int) -> torch.Tensor | None:
     """Flip ``fraction`` of the training labels to another class, seeded; returns which were flipped.
 
     For benchmarks of the label-noise regime: evaluation data is never touched.
@@ -83,7 +94,7 @@ def flip_labels(rows: list[dict[str, Any]], n_classes: int, fraction: float, see
     return noisy
 
 
-def tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[dict[str, Any]]:
+def tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[Row]:
     texts = list(ds[column])
     if any(not isinstance(t, str) for t in texts):
         bad = next(t for t in texts if not isinstance(t, str))
@@ -94,13 +105,13 @@ def tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[dict[
     rows = []
     labels = None if TASKS[recipe.task].labels == "tokens" else list(ds["label"])
     for i in range(len(texts)):
-        row = {k: enc[k][i] for k in keys}
+        row = cast(Row, {k: enc[k][i] for k in keys})
         row["labels"] = list(enc["input_ids"][i]) if labels is None else labels[i]
         rows.append(row)
     return rows
 
 
-def hash_rows(h: Any, rows: list[dict[str, Any]]) -> None:
+def hash_rows(h: Any, rows: list[Row]) -> None:
     """Feed training rows (tokens, labels: their plain values) into the hash ``h``: what a reference's cache key and a
     resumed run's data check both depend on."""
     import json
