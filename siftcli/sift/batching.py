@@ -259,3 +259,54 @@ class Packer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.buffer, self.buffered = list(state["buffer"]), int(state["buffered"])
+
+
+class Outbox:
+    """Kept samples on their way out: packed into full batches beside each sample's meta (rule weight, delay flag, dataset
+    index; packed by the same masks, so the two line up one to one), waiting to be yielded in order.
+
+    Batches leave one at a time (:meth:`pop`), so a checkpoint taken between two yields holds every batch not yet
+    handed out. Under torch.distributed only as many leave as every rank has (:meth:`ready` with ``agree``).
+    """
+
+    def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right",
+                 pad_multiple: int | None = None) -> None:
+        self.packer = Packer(batch_size, pad_values, padding_side, pad_multiple)
+        self.meta = Packer(batch_size)
+        self.pending: list[tuple[Any, dict[str, torch.Tensor]]] = []  # (batch, its meta) packed, not yet yielded
+
+    def clear(self) -> None:
+        self.packer.clear()
+        self.meta.clear()
+        self.pending = []
+
+    def add(self, raw: Any, mask: torch.Tensor, meta: dict[str, torch.Tensor]) -> None:
+        """The kept rows of ``raw`` (``mask``) with their ``meta``; full batches become pending."""
+        self.pending += list(zip(self.packer.add(raw, mask), self.meta.add(meta, mask)))
+
+    def drain(self) -> None:
+        """At an epoch's end: the remainder becomes a last, smaller batch."""
+        self.pending += list(zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False)))
+
+    def ready(self, last: bool = False, agree: Callable[[int], int] | None = None) -> tuple[int, int]:
+        """How many pending batches may leave now, and how many samples were dropped for it: with ``agree`` (the
+        minimum over ranks) only as many as every rank has; the rest wait for the next raw batch, and at the epoch's
+        end (``last``) are dropped, so no rank waits for a batch another will never yield."""
+        n = len(self.pending) if agree is None else agree(len(self.pending))
+        dropped = 0
+        if last and n < len(self.pending):
+            dropped = sum(m["weight"].numel() for _, m in self.pending[n:])
+            del self.pending[n:]
+        return n, dropped
+
+    def pop(self) -> tuple[Any, dict[str, torch.Tensor]]:
+        return self.pending.pop(0)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"packer": self.packer.state_dict(), "meta_packer": self.meta.state_dict(),
+                "pending": [(to_device(b, "cpu"), m) for b, m in self.pending]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.packer.load_state_dict(state["packer"])
+        self.meta.load_state_dict(state["meta_packer"])
+        self.pending = [tuple(p) for p in state["pending"]]

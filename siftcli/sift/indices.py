@@ -87,3 +87,29 @@ def _install(dataloader: Any, record: deque) -> _RecordingBatchSampler | None:
     else:
         dataloader.batch_sampler.record = record
     return dataloader.batch_sampler
+
+
+def model_device(model: torch.nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
+def dataset_len(dataloader: Any) -> int | None:
+    dataset = getattr(dataloader, "dataset", None)
+    try:
+        return len(dataset) if dataset is not None and getattr(dataloader, "drop_last", False) is False else None
+    except TypeError:
+        return None
+
+
+def set_epoch(dataloader: Any, epoch: int) -> None:
+    """Tell a seeded or distributed sampler which epoch starts, so its order is reproducible; and a dataset that
+    changes its samples by epoch (seeded augmentation), so a resumed run sees what the uninterrupted one saw."""
+    dataset = getattr(dataloader, "dataset", None)
+    if dataset is not None and hasattr(dataset, "set_epoch"):
+        dataset.set_epoch(epoch)
+    for holder in (getattr(dataloader, "sampler", None), getattr(dataloader, "batch_sampler", None)):
+        if holder is not None and hasattr(holder, "set_epoch"):
+            holder.set_epoch(epoch)
+            return

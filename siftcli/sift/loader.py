@@ -8,46 +8,28 @@ across ranks (:mod:`.distributed`), counting (:mod:`.stats`) and packing (:class
 from __future__ import annotations
 
 import math
-import statistics
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from siftcli.sift import batching
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
-from siftcli.sift.feedback import META_INDEX, META_WEIGHT, FeedbackMixin  # noqa: F401  (public names)
-from siftcli.sift.indices import IndexTracker
+from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
+from siftcli.sift.indices import IndexTracker, dataset_len, model_device, set_epoch
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
-from siftcli.sift.prefilter import SamplerDecisionsMixin, _Entry
+from siftcli.sift.prefilter import Entry, SamplerDecisions
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
-from siftcli.sift.stats import EpochStats, SiftStats  # noqa: F401  (re-exported: public since 0.1)
-
-
-@dataclass
-class BatchDecision:
-    """What happened to one raw batch, as batch hooks see it."""
-
-    raw: Any
-    mask: torch.Tensor  # kept samples
-    losses: torch.Tensor | None  # scoring-forward losses (None when the batch was not scored)
-    scores: torch.Tensor | None  # what was ranked: the losses, or the reducible losses
-    indices: torch.Tensor | None  # dataset indices, where the loader could tell them
-    delayed: bool  # kept whole by the schedule: inside the sift delay or the anneal
-    scored: int = 0  # samples that went through a scoring forward (the rest, if losses is set, came from memory)
-    weights: torch.Tensor | None = None  # per-sample loss weights of the rule (None: all ones)
-
+from siftcli.sift.stats import BatchDecision, EpochStats, KeptOverlap, SiftStats  # noqa: F401  (re-exported: public since 0.1)
 
 BatchHook = Callable[[BatchDecision], None]
 
 
-class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
+class SiftingDataLoader:
     """Drop-in loader: score each raw batch without gradients, keep the informative samples,
     and yield batches of the original size.
 
@@ -82,27 +64,17 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
     the loss memory: ``SiftConfig(scoring="memory")`` then skips the scoring forward for every sample it
     remembers, and with a map-style ``DataLoader`` a sample it drops is never fetched or collated) and
     applies the rule's weights (``mode="infobatch"``). siftcli's loop and integrations do this for you.
+
+    The loader's parts own their state: :class:`Sifter` (history, delay, generator), :class:`Scorer`, the loss
+    memory, :class:`Feedback` (yielded batches not yet recorded), :class:`SamplerDecisions` (raw batches decided at the
+    sampler), the :class:`~siftcli.sift.batching.Outbox` and :class:`SiftStats`; the loader calls them in order.
     """
 
-    def __init__(
-        self,
-        dataloader: Any,
-        model: torch.nn.Module,
-        loss_fn: PerSampleLoss,
-        config: SiftConfig | None = None,
-        *,
-        batch_size: int | None = None,
-        device: torch.device | str | None = None,
-        precision: str = "fp32",
-        batch_transform: Callable[[Any], Any] | None = None,
-        pad_values: Mapping[str, float] | None = None,
-        padding_side: str = "right",
-        pad_to_multiple_of: int | None = None,
-        yield_on_device: bool = False,
-        reference_losses: torch.Tensor | None = None,
-        epochs: float | None = None,
-        meta_in_batch: bool = False,
-    ) -> None:
+    def __init__(self, dataloader: Any, model: torch.nn.Module, loss_fn: PerSampleLoss, config: SiftConfig | None = None, *,
+                 batch_size: int | None = None, device: torch.device | str | None = None, precision: str = "fp32",
+                 batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
+                 padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
+                 reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False) -> None:
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or getattr(dataloader, "batch_size", None) or 0)
@@ -113,7 +85,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         if self.config.uses_reference != (reference_losses is not None):
             raise ValueError(f"score={self.config.score!r} and reference_losses go together: pass both (score 'reducible' or "
                              "'reference') or neither")
-        self.device = torch.device(device) if device is not None else _model_device(model)
+        self.device = torch.device(device) if device is not None else model_device(model)
         if self.config.score in UNCERTAINTY:  # the model's own uncertainty replaces the loss as the score
             loss_fn = Uncertainty(self.config.score)
         self.scorer = Scorer(model, loss_fn, self.device, scoring_precision(precision, self.device, "fp32"), reference_losses,
@@ -121,17 +93,15 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self.indices = IndexTracker(dataloader)
         if self._needs_indices and not self.indices.available:
             raise ValueError(f"{self._needs_indices} needs sample indices: wrap a DataLoader over a map-style dataset")
-        self.memory = LossMemory(_dataset_len(dataloader) or 0)
-        self.meta_packer = batching.Packer(self.batch_size)  # each kept sample's weight (and index, where known)
-        # per yielded batch not yet recorded, in order: its indices and weights (loops that fetch ahead,
-        # like Lightning's and the HF Trainer's with gradient accumulation, record them in the same order)
-        self._yielded: deque[dict[str, torch.Tensor]] = deque(maxlen=256)
+        self.memory = LossMemory(dataset_len(dataloader) or 0)
         self.meta_in_batch = meta_in_batch
-        self._train_seconds: deque[float] = deque(maxlen=64)  # the loop's seconds per trained sample, recent batches
         self.batch_transform = batch_transform
         self.yield_on_device = yield_on_device
-        self.packer = batching.Packer(self.batch_size, pad_values, padding_side, pad_to_multiple_of)
+        self.outbox = batching.Outbox(self.batch_size, pad_values, padding_side, pad_to_multiple_of)
         self.sifter = Sifter(self.config)
+        self.feedback = Feedback(self.config, self.sifter, self.scorer, self.memory)
+        self.decisions = SamplerDecisions(self.config, self.indices.available, self.memory, self.scorer, self.sifter)
+        self.kept_sets = KeptOverlap()
         if world_size() > 1:  # each rank draws its own keep decisions (and saves its own generator)
             self.sifter.generator.manual_seed(int(self.config.seed) + 1_000_003 * rank())
         if self.config.anneal_fraction and not epochs:
@@ -141,17 +111,9 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self.stats = SiftStats(target_keep_fraction=self.config.target_keep_fraction)
         self.epoch = 0
         self._raw_in_epoch = 0
-        self._pending: list[tuple[Any, torch.Tensor | None]] = []  # (batch, its indices) packed, not yet yielded
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
         self._on_batch: list[BatchHook] = []
-        # memory scoring at the sampler: raw batches requested and not yet accounted, in order; on resume,
-        # finished raw batches to pass over and requested ones to hand out again with the same decision
-        self._kept_now: set[int] = set()  # sample indices kept by sifted batches this epoch, and in the last epoch that had any
-        self._kept_before: set[int] = set()
-        self._inflight: deque[_Entry] = deque()
-        self._swallow = 0
-        self._replay: deque[_Entry] = deque()
 
     @property
     def _needs_indices(self) -> str | None:
@@ -177,14 +139,8 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         delay that has not started yet is counted as lasting the whole epoch (an upper bound).
         """
         raw_batches = len(self.dataloader)
-        n_samples = _dataset_len(self.dataloader) or raw_batches * self.batch_size
-        first = self.sifter.steps - self.sifter.epoch_steps  # raw batches decided before this epoch
-        if self.config.auto_delay:
-            delay_end = first + (0 if self.sifter.started_at is not None else raw_batches)
-        else:
-            delay_end = int(self.config.sift_delay) + (first if self.config.repeat_delay_per_epoch else 0)
-        anneal = self.sifter.anneal_start
-        whole = sum(1 for step in range(first, first + raw_batches) if step < delay_end or (anneal is not None and step >= anneal))
+        n_samples = dataset_len(self.dataloader) or raw_batches * self.batch_size
+        whole = self.sifter.kept_whole(raw_batches, mid_epoch=self._active or self._resume_mid_epoch)
         whole_samples = min(n_samples, whole * self.batch_size)
         kept = whole_samples + (n_samples - whole_samples) * self.config.target_keep_fraction
         return max(1, math.ceil(kept / self.batch_size)) if n_samples else 0
@@ -195,13 +151,8 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
 
     @property
     def scoring_cost(self) -> float:
-        """``s``: seconds per sample of the scoring forward over seconds per sample the loop spends
-        training (the median of recent batches, so an evaluation now and then does not skew it); NaN
-        until both were seen."""
-        if not self.stats.scored_samples or not self._train_seconds:
-            return float("nan")
-        per_trained = statistics.median(self._train_seconds)
-        return (self.scorer.seconds / self.stats.scored_samples) / per_trained if per_trained > 0 else float("nan")
+        """``s``: scoring seconds per sample over the loop's training seconds per sample (NaN until both were seen)."""
+        return self.scorer.cost(self.stats.scored_samples)
 
     def _keeps_all(self) -> bool:
         """Whether the next raw batch is kept whole by the schedule; an ``auto`` delay may end here."""
@@ -225,21 +176,14 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         if distributed:
             check_same(len(self.dataloader), "raw batches per epoch", self.device)
         if not self._resume_mid_epoch:
-            self.sifter.start_epoch()
-            self._raw_in_epoch = 0
-            self.packer.clear()
-            self.meta_packer.clear()
-            self._pending = []
-            self._inflight.clear()
-            self._yielded.clear()
+            self._start_epoch()
         skip = self._raw_in_epoch
         self._resume_mid_epoch = False
-        _set_epoch(self.dataloader, self.epoch)
-        prefilter = self._prefiltering
-        self.indices.start(self._prefilter if prefilter else None)
+        set_epoch(self.dataloader, self.epoch)
+        prefilter = self.decisions.active
+        self.indices.start((lambda batch: self.decisions.choose(batch, self.epoch, self._keeps_all)) if prefilter else None)
         if prefilter:  # resume: the sampler passes over finished raw batches without fetching them
-            self._swallow, self._replay = skip, deque(self._inflight)
-            self._inflight.clear()
+            self.decisions.start(skip)
         source = iter(self.dataloader)
         for _ in range(0 if prefilter else skip):  # resume: replay the order, not the decisions
             next(source)
@@ -252,61 +196,88 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
             except StopIteration:
                 break
             self.stats.data_wait_seconds += time.perf_counter() - t0
-            self._pending += self._step(raw, self.indices.next())
+            self._step(raw, self.indices.next())
             yield from self._flush()
         self._account_dropped()
-        self._pending += self._pair(self.packer.drain(full_only=False), self.meta_packer.drain(full_only=False))
+        self.outbox.drain()
         yield from self._flush(last=True)
-        self._close_kept_set()
+        overlap = self.kept_sets.close_epoch()
+        if overlap is not None:
+            self.stats.kept_overlap.append(overlap)
         self.epoch += 1
-        self.sifter.start_epoch()
         self._raw_in_epoch = 0
         self._active = False
 
+    def _start_epoch(self) -> None:
+        """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
+        self.sifter.start_epoch()
+        self._raw_in_epoch = 0
+        self.outbox.clear()
+        self.decisions.inflight.clear()
+        self.feedback.clear()
+
+    # -- what the training loop hands back (see :class:`Feedback`) ---------------------------
+    def training_loss(self, losses: torch.Tensor, batch: Any = None) -> torch.Tensor:
+        """The scalar to backpropagate from a yielded batch's per-sample training ``losses``: recorded (:meth:`record`)
+        and averaged with the rule's weights. Pass the ``batch`` when it carries ``sift_index``/``sift_weight``."""
+        return self.feedback.training_loss(losses, batch, self.epoch)
+
+    def record(self, losses: torch.Tensor) -> None:
+        """Remember a yielded batch's per-sample training losses (free scores); once per batch, in order, so loops
+        that fetch ahead stay aligned (:meth:`Feedback.record`)."""
+        self.feedback.record(losses, self.epoch)
+
+    @property
+    def last_weights(self) -> torch.Tensor | None:
+        """Loss weights of the batch being trained on (the oldest not yet recorded); None: all ones."""
+        return self.feedback.last_weights
+
+    @property
+    def last_indices(self) -> torch.Tensor | None:
+        """Dataset indices of the batch being trained on (the oldest not yet recorded), where known."""
+        return self.feedback.last_indices
+
     # -- one raw batch ----------------------------------------------------------------------
-    def _step(self, raw: Any, indices: torch.Tensor | None) -> list[tuple[Any, dict[str, torch.Tensor]]]:
-        """Score, decide, agree, count and pack one raw batch; return the full batches it completes."""
+    def _step(self, raw: Any, indices: torch.Tensor | None) -> None:
+        """Score, decide, agree, count and pack one raw batch (full batches go to the outbox)."""
         if self.batch_transform is not None:
             raw = self.batch_transform(raw)
         if indices is None and self._needs_indices:
             raise RuntimeError(f"the loader lost track of sample indices, which {self._needs_indices} needs "
                                "(was the DataLoader iterated before it was wrapped?)")
         entry = None
-        if self._inflight:
+        if self.decisions.inflight:
             self._account_dropped()
-            entry = self._inflight.popleft()
+            entry = self.decisions.next()
         if entry is not None and entry.mask is not None:  # decided at the sampler; raw holds the kept samples only
             return self._account(entry, raw)
         n = batching.batch_size(raw)
         delayed = self._keeps_all()
-        losses, scored = self._losses(raw, indices, n) if self.sifter.wants_scores(n) else (None, 0)
+        losses, scored = self.decisions.losses(raw, indices, n, self.epoch) if self.sifter.wants_scores(n) else (None, 0)
         scores = None if losses is None else self.scorer.scores(losses, indices)
-        mask, weights = self.sifter.decide_weighted(scores, n, None if losses is None else self._due(indices))
-        return self._account(_Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
+        mask, weights = self.sifter.decide_weighted(scores, n, None if losses is None else self.decisions.due(indices, self.epoch))
+        return self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
 
-    def _account(self, entry: _Entry, raw: Any, delayed: bool = False,
-                 scored: int = 0) -> list[tuple[Any, dict[str, torch.Tensor]]]:
+    def _account_dropped(self) -> None:
+        for entry in self.decisions.dropped():
+            self._account(entry, None)
+
+    def _account(self, entry: Entry, raw: Any, delayed: bool = False, scored: int = 0) -> None:
         """Count a decided raw batch, tell the hooks, and pack what it kept. ``raw`` is the whole raw batch,
         or, for a batch decided at the sampler, only its kept samples (``None`` when none was)."""
         mask, n = entry.mask, entry.mask.numel()
         whole = raw is not None and batching.batch_size(raw) == n
         self._raw_in_epoch += 1
-        from_memory = 0 if entry.losses is None else n - scored
-        self.stats.count(self.epoch, n, int(mask.sum()), delayed, scored, from_memory)
-        self.stats.nonfinite = self.sifter.nonfinite
-        self.stats.scoring_seconds = self.scorer.seconds
-        self.stats.sift_started_at = self.sifter.started_at
-        anneal = self.sifter.anneal_start
-        if anneal is not None and self.sifter.steps > anneal:  # the batch just decided was inside the anneal
-            self.stats.anneal_started_at = anneal
+        self.stats.count(self.epoch, n, int(mask.sum()), delayed, scored, 0 if entry.losses is None else n - scored)
+        self.stats.follow(self.sifter, self.scorer.seconds)
         if entry.raw is not None and entry.scores is not None and not delayed:  # a ranked decision
             self.stats.count_ages(self.memory.ages(entry.raw, self.epoch) if self.config.score != "reference"
                                   else torch.zeros(n, dtype=torch.long))
-            self._kept_now.update(entry.raw[mask].tolist())
+            self.kept_sets.add(entry.raw[mask].tolist())
         for hook in self._on_batch:
             hook(BatchDecision(raw, mask, entry.losses, entry.scores, entry.raw, delayed, scored, entry.weights))
         if raw is None:
-            return []
+            return
         t1 = time.perf_counter()
         meta = {"weight": torch.ones(n) if entry.weights is None else entry.weights.float(),
                 "delayed": torch.full((n,), delayed)}  # kept whole by the delay: their training losses fill the history
@@ -314,55 +285,17 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
             meta["index"] = entry.raw
         packed_mask = mask if whole else torch.ones(int(mask.sum()), dtype=torch.bool)
         meta = meta if whole else batching.select(meta, mask.nonzero().flatten())
-        out = self._pair(self.packer.add(raw, packed_mask), self.meta_packer.add(meta, packed_mask))
+        self.outbox.add(raw, packed_mask, meta)
         self.stats.packing_seconds += time.perf_counter() - t1
-        return out
-
-    def _close_kept_set(self) -> None:
-        """At an epoch's end: how much of what it kept the last sifted epoch kept too (a stale score repeats itself)."""
-        if self._kept_now:
-            if self._kept_before:
-                a, b = self._kept_now, self._kept_before
-                self.stats.kept_overlap.append(len(a & b) / len(a | b))
-            self._kept_before = self._kept_now
-        self._kept_now = set()
-
-    def _losses(self, raw: Any, indices: torch.Tensor | None, n: int) -> tuple[torch.Tensor, int]:
-        """The batch's losses and how many needed a scoring forward (all, or in memory mode the unknown ones)."""
-        todo = None
-        if (self.config.score == "reference" or self._refresh_by_training) and indices is not None:  # no forward
-            return self._known_losses(indices), 0
-        if self.config.scoring == "memory" and indices is not None:
-            todo = (~self.memory.known(indices, self.epoch, self.config.memory_max_age)).nonzero().flatten()
-            if todo.numel() == 0:
-                return self.memory.read(indices), 0
-        part = raw if todo is None or todo.numel() == n else batching.select(raw, todo)
-        fresh = self.scorer.losses(part)
-        expected = n if part is raw else todo.numel()
-        if fresh.numel() != expected:
-            raise ValueError(f"the loss function returned {fresh.numel()} losses for a batch of {expected} samples")
-        if indices is None:
-            return fresh, n
-        self.memory.write(indices if part is raw else indices[todo], fresh, self.epoch)
-        return (fresh, n) if part is raw else (self.memory.read(indices), expected)
-
-    @staticmethod
-    def _pair(batches: list[Any], metas: list[dict[str, torch.Tensor]]) -> list[tuple[Any, dict[str, torch.Tensor]]]:
-        """Packed batches with their weights and indices (packed by the same masks, so they line up one to one)."""
-        return list(zip(batches, metas))
 
     def _flush(self, last: bool = False) -> Iterator[Any]:
         """Yield the packed batches; under torch.distributed only as many as every rank has (the rest wait
         for the next raw batch; at the end of the epoch they are dropped and counted), so no rank waits."""
-        n = len(self._pending)
-        if world_size() > 1:
-            n = agree_min(n, self.device)
-            if last and n < len(self._pending):
-                self.stats.dropped_to_sync += sum(m["weight"].numel() for _, m in self._pending[n:])
-                del self._pending[n:]
+        n, dropped = self.outbox.ready(last, (lambda k: agree_min(k, self.device)) if world_size() > 1 else None)
+        self.stats.dropped_to_sync += dropped
         for _ in range(n):  # popped before yielding, so a checkpoint between yields loses nothing
-            batch, meta = self._pending.pop(0)
-            self._yielded.append(meta)
+            batch, meta = self.outbox.pop()
+            self.feedback.push(meta)
             weights = meta["weight"]
             if self.meta_in_batch and isinstance(batch, Mapping):
                 batch = {**batch, META_WEIGHT: weights, **({META_INDEX: meta["index"]} if "index" in meta else {})}
@@ -370,7 +303,7 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
             out = batching.to_device(batch, self.device) if self.yield_on_device else batch
             t0 = time.perf_counter()
             yield out
-            self._train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))
+            self.scorer.train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))
 
     # -- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -380,12 +313,10 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
             "sifter": self.sifter.state_dict(),
             "epoch": self.epoch,
             "raw_in_epoch": self._raw_in_epoch,
-            "packer": self.packer.state_dict(),
-            "meta_packer": self.meta_packer.state_dict(),
-            "pending": [(batching.to_device(b, "cpu"), m) for b, m in self._pending],
-            "inflight": [vars(e).copy() for e in self._inflight],  # plain dicts: checkpoints load with weights_only
+            **self.outbox.state_dict(),  # packer, meta_packer, pending
+            "inflight": self.decisions.state_dict(),
             "memory": self.memory.state_dict(),
-            "kept_sets": [sorted(self._kept_now), sorted(self._kept_before)],
+            "kept_sets": self.kept_sets.state_dict(),
             "stats": self.stats.to_dict(),
             "scoring_precision": self.precision,  # what auto chose: a resumed run must score the same way
         }
@@ -399,41 +330,14 @@ class SiftingDataLoader(FeedbackMixin, SamplerDecisionsMixin):
         self.sifter.load_state_dict(state["sifter"])
         self.epoch = int(state["epoch"])
         self._raw_in_epoch = int(state["raw_in_epoch"])
-        self.packer.load_state_dict(state["packer"])
-        self.meta_packer.load_state_dict(state["meta_packer"])
-        self._pending = [tuple(p) for p in state["pending"]]
-        self._inflight = deque(_Entry(**e) if isinstance(e, dict) else e for e in state["inflight"])
-        self._yielded.clear()  # batches handed out before the save are not handed out again, nor recorded
+        self.outbox.load_state_dict(state)
+        self.decisions.load_state_dict(state["inflight"])
+        self.feedback.clear()  # batches handed out before the save are not handed out again, nor recorded
         self.memory.load_state_dict(state["memory"])
-        self._kept_now, self._kept_before = (set(k) for k in state.get("kept_sets", ([], [])))
+        self.kept_sets.load_state_dict(state.get("kept_sets", ([], [])))
         self._resume_mid_epoch = self._raw_in_epoch > 0
         self.stats = SiftStats.from_dict(state["stats"])
         if state.get("scoring_precision", "auto") != "auto":
             self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()
         self.scorer.seconds = self.stats.scoring_seconds
 
-
-def _model_device(model: torch.nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")
-
-
-def _dataset_len(dataloader: Any) -> int | None:
-    dataset = getattr(dataloader, "dataset", None)
-    try:
-        return len(dataset) if dataset is not None and getattr(dataloader, "drop_last", False) is False else None
-    except TypeError:
-        return None
-
-
-def _set_epoch(dataloader: Any, epoch: int) -> None:
-    """Tell a seeded or distributed sampler which epoch starts, so its order is reproducible; and a dataset that
-    changes its samples by epoch (seeded augmentation), so a resumed run sees what the uninterrupted one saw."""
-    dataset = getattr(dataloader, "dataset", None)
-    if dataset is not None and hasattr(dataset, "set_epoch"):
-        dataset.set_epoch(epoch)
-    for holder in (getattr(dataloader, "sampler", None), getattr(dataloader, "batch_sampler", None)):
-        if holder is not None and hasattr(holder, "set_epoch"):
-            holder.set_epoch(epoch)
-            return

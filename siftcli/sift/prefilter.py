@@ -1,23 +1,28 @@
 """Decisions at the sampler for :class:`~siftcli.sift.loader.SiftingDataLoader`: a raw batch whose samples can all be
 decided without a forward (every loss remembered, or a reference table) is decided when the batch sampler asks for it,
 so its dropped samples are never fetched or collated. Raw batches requested and not yet accounted wait in order
-(``_inflight``); on resume, finished ones are passed over (``_swallow``) and requested ones handed out again with the
-same decision (``_replay``).
+(``inflight``); on resume, finished ones are passed over (``swallow``) and requested ones handed out again with the
+same decision (``replay``).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from siftcli.sift import batching
 from siftcli.sift.distributed import world_size
+from siftcli.sift.memory import LossMemory
+from siftcli.sift.scoring import Scorer
+from siftcli.sift.sifter import SiftConfig, Sifter
 
 
 @dataclass
-class _Entry:
+class Entry:
     """One raw batch's decision on its way through the loader (``mask`` None: not decided yet)."""
 
     raw: torch.Tensor | None  # its dataset indices
@@ -27,76 +32,113 @@ class _Entry:
     weights: torch.Tensor | None = None
 
 
-class SamplerDecisionsMixin:
-    """Mixed into the loader; uses its ``config``, ``indices``, ``memory``, ``scorer``, ``sifter`` and ``epoch``."""
+class SamplerDecisions:
+    """The raw batches the sampler asked for and the loader has not accounted yet, with what was decided for them; and
+    for a fetched batch, what is known of its losses without a forward.
 
-    config: Any
-    indices: Any
-    memory: Any
-    scorer: Any
-    sifter: Any
-    epoch: int
-    _inflight: deque
-    _replay: deque
-    _swallow: int
+    It owns that queue and the resume bookkeeping; the memory, scorer and sifter it is given are read and asked to
+    decide, never written directly.
+    """
+
+    def __init__(self, config: SiftConfig, has_indices: bool, memory: LossMemory, scorer: Scorer, sifter: Sifter) -> None:
+        self.config, self.has_indices, self.memory, self.scorer, self.sifter = config, has_indices, memory, scorer, sifter
+        self.inflight: deque[Entry] = deque()
+        self.replay: deque[Entry] = deque()
+        self.swallow = 0
 
     @property
-    def _prefiltering(self) -> bool:
+    def active(self) -> bool:
         """Decisions from memory are made at the sampler, so dropped samples are never fetched:
         memory scoring over a map-style ``DataLoader`` in a single process (across ranks every decision
         must meet the others' at the same point, which only the per-raw-batch path guarantees)."""
         by_table = self.config.scoring == "memory" or self.config.score == "reference"  # reference: a table, no forward
-        return by_table and self.config.needs_scores and self.indices.available and world_size() < 2
+        return by_table and self.config.needs_scores and self.has_indices and world_size() < 2
 
-    def _prefilter(self, batch: list[int]) -> list[int] | None:
+    @property
+    def refresh_by_training(self) -> bool:
+        return self.config.scoring == "memory" and self.config.memory_refresh == "train" and self.config.score != "reference"
+
+    def start(self, skip: int) -> None:
+        """A pass begins ``skip`` raw batches into its epoch (0 unless resumed): those finished before are passed over,
+        and those requested but unfinished are handed out again with the same decision."""
+        self.swallow, self.replay = skip, deque(self.inflight)
+        self.inflight.clear()
+
+    def choose(self, batch: list[int], epoch: int, keeps_all: Callable[[], bool]) -> list[int] | None:
         """Called by the batch sampler with each raw index list; returns what to fetch (``None``: nothing).
 
         A raw batch whose samples are all remembered is decided here, from memory, and only its kept
-        samples are fetched and collated; any other is fetched whole and decided in :meth:`_step`.
+        samples are fetched and collated; any other is fetched whole and decided by the loader.
         """
-        if self._swallow:  # resume: finished before the interruption
-            self._swallow -= 1
+        if self.swallow:  # resume: finished before the interruption
+            self.swallow -= 1
             return None
-        if self._replay:  # resume: requested but not finished before the interruption; same decision
-            entry = self._replay.popleft()
-            if entry.raw.tolist() != list(batch):
+        if self.replay:  # resume: requested but not finished before the interruption; same decision
+            entry = self.replay.popleft()
+            if entry.raw is None or entry.raw.tolist() != list(batch):
                 raise RuntimeError("the data order on resume differs from the interrupted run's (was the sampler reseeded?)")
         else:
-            entry = _Entry(torch.tensor(batch, dtype=torch.long))
-            if not self._keeps_all() and self._decidable(entry.raw):
-                entry.losses = self._known_losses(entry.raw)
+            entry = Entry(torch.tensor(batch, dtype=torch.long))
+            if not keeps_all() and self.decidable(entry.raw, epoch):
+                entry.losses = self.known_losses(entry.raw)
                 entry.scores = self.scorer.scores(entry.losses, entry.raw)
-                entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel(), self._due(entry.raw))
-        self._inflight.append(entry)
+                entry.mask, entry.weights = self.sifter.decide_weighted(entry.scores, entry.raw.numel(), self.due(entry.raw, epoch))
+        self.inflight.append(entry)
         if entry.mask is None:
             return list(batch)
         fetch = entry.raw[entry.mask].tolist()
         return fetch or None
 
-    def _decidable(self, indices: torch.Tensor) -> bool:
+    def decidable(self, indices: torch.Tensor, epoch: int) -> bool:
         """Whether a raw batch can be decided without a forward: by the reference table, or all remembered."""
-        if self.config.score == "reference" or self._refresh_by_training:
+        if self.config.score == "reference" or self.refresh_by_training:
             return True
-        return bool(self.memory.known(indices, self.epoch, self.config.memory_max_age).all())
+        return bool(self.memory.known(indices, epoch, self.config.memory_max_age).all())
 
-    @property
-    def _refresh_by_training(self) -> bool:
-        return self.config.scoring == "memory" and self.config.memory_refresh == "train" and self.config.score != "reference"
-
-    def _due(self, indices: torch.Tensor | None) -> torch.Tensor | None:
+    def due(self, indices: torch.Tensor | None, epoch: int) -> torch.Tensor | None:
         """Samples to keep whatever their score, so training renews their loss (``memory_refresh="train"``): those
         unknown or older than ``memory_max_age``; ``None`` in every other mode."""
-        if not self._refresh_by_training or indices is None:
+        if not self.refresh_by_training or indices is None:
             return None
-        return ~self.memory.known(indices, self.epoch, self.config.memory_max_age)
+        return ~self.memory.known(indices, epoch, self.config.memory_max_age)
 
-    def _known_losses(self, indices: torch.Tensor) -> torch.Tensor:
+    def known_losses(self, indices: torch.Tensor) -> torch.Tensor:
         """What is known of these samples without a forward: their reference losses (score reference) or memory."""
         if self.config.score == "reference":
             return self.scorer.reference_losses[indices].clone()
         return self.memory.read(indices)
 
-    def _account_dropped(self) -> None:
+    def losses(self, raw: Any, indices: torch.Tensor | None, n: int, epoch: int) -> tuple[torch.Tensor, int]:
+        """A fetched raw batch's losses and how many needed a scoring forward: none where they are known (a reference
+        table, or refreshed by training), in memory mode only the unknown ones, else all."""
+        todo = None
+        if (self.config.score == "reference" or self.refresh_by_training) and indices is not None:  # no forward
+            return self.known_losses(indices), 0
+        if self.config.scoring == "memory" and indices is not None:
+            todo = (~self.memory.known(indices, epoch, self.config.memory_max_age)).nonzero().flatten()
+            if todo.numel() == 0:
+                return self.memory.read(indices), 0
+        part = raw if todo is None or todo.numel() == n else batching.select(raw, todo)
+        fresh = self.scorer.losses(part)
+        expected = n if part is raw else todo.numel()
+        if fresh.numel() != expected:
+            raise ValueError(f"the loss function returned {fresh.numel()} losses for a batch of {expected} samples")
+        if indices is None:
+            return fresh, n
+        self.memory.write(indices if part is raw else indices[todo], fresh, epoch)
+        return (fresh, n) if part is raw else (self.memory.read(indices), expected)
+
+    def next(self) -> Entry | None:
+        """The oldest raw batch the sampler asked for, now fetched (``None``: the sampler was not asked)."""
+        return self.inflight.popleft() if self.inflight else None
+
+    def dropped(self) -> Iterator[Entry]:
         """Raw batches decided at the sampler with nothing kept, in order, up to the next fetched one."""
-        while self._inflight and self._inflight[0].mask is not None and not bool(self._inflight[0].mask.any()):
-            self._account(self._inflight.popleft(), None)
+        while self.inflight and self.inflight[0].mask is not None and not bool(self.inflight[0].mask.any()):
+            yield self.inflight.popleft()
+
+    def state_dict(self) -> list[dict[str, Any]]:
+        return [vars(e).copy() for e in self.inflight]  # plain dicts: checkpoints load with weights_only
+
+    def load_state_dict(self, state: list[Any]) -> None:
+        self.inflight = deque(Entry(**e) if isinstance(e, dict) else e for e in state)

@@ -8,7 +8,9 @@ and the unlearnable ones (high loss under the reference too, e.g. mislabelled sa
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections import deque
 from typing import Any
 
 import torch
@@ -43,6 +45,7 @@ class Scorer:
         self.reference_losses = None if reference_losses is None else torch.as_tensor(reference_losses).float().flatten().cpu()
         self.score = score  # with reference losses: ``reducible`` (loss minus reference) or ``reference`` (minus reference)
         self.seconds = 0.0
+        self.train_seconds: deque[float] = deque(maxlen=64)  # the loop's seconds per trained sample, recent batches
 
     def losses(self, raw: Any) -> torch.Tensor:
         """Per-sample losses on the CPU, float32."""
@@ -82,6 +85,14 @@ class Scorer:
         self.timings = best
         self.precision = min(best, key=best.get)
         self.candidates = ()
+
+    def cost(self, scored_samples: int) -> float:
+        """``s``: seconds per sample of the scoring forward over seconds per sample the loop spends training (the
+        median of recent batches, so an evaluation now and then does not skew it); NaN until both were seen."""
+        if not scored_samples or not self.train_seconds:
+            return float("nan")
+        per_trained = statistics.median(self.train_seconds)
+        return (self.seconds / scored_samples) / per_trained if per_trained > 0 else float("nan")
 
     def scores(self, losses: torch.Tensor, indices: torch.Tensor | None) -> torch.Tensor:
         """What the sifter ranks: the loss, the loss minus the reference loss of the same samples, or (``score``

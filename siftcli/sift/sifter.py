@@ -194,6 +194,17 @@ class Sifter:
         start = self.anneal_start
         return start is not None and self.steps >= start
 
+    def kept_whole(self, raw_batches: int, mid_epoch: bool) -> int:
+        """How many of an epoch's ``raw_batches`` the schedule keeps whole (the delay; the anneal): the epoch under
+        way (``mid_epoch``) or the next. An ``auto`` delay that has not started counts as lasting the whole epoch."""
+        first = self.steps - (self.epoch_steps if mid_epoch else 0)  # raw batches decided before that epoch
+        if self.config.auto_delay:
+            delay_end = first + (0 if self.started_at is not None else raw_batches)
+        else:
+            delay_end = int(self.config.sift_delay) + (first if self.config.repeat_delay_per_epoch else 0)
+        anneal = self.anneal_start
+        return sum(1 for step in range(first, first + raw_batches) if step < delay_end or (anneal is not None and step >= anneal))
+
     @property
     def keeps_all(self) -> bool:
         """The next raw batch is kept whole by the schedule (delay or anneal), not by a decision."""

@@ -8,6 +8,20 @@ from typing import Any
 import torch
 
 
+@dataclass
+class BatchDecision:
+    """What happened to one raw batch, as batch hooks see it."""
+
+    raw: Any
+    mask: torch.Tensor  # kept samples
+    losses: torch.Tensor | None  # scoring-forward losses (None when the batch was not scored)
+    scores: torch.Tensor | None  # what was ranked: the losses, or the reducible losses
+    indices: torch.Tensor | None  # dataset indices, where the loader could tell them
+    delayed: bool  # kept whole by the schedule: inside the sift delay or the anneal
+    scored: int = 0  # samples that went through a scoring forward (the rest, if losses is set, came from memory)
+    weights: torch.Tensor | None = None  # per-sample loss weights of the rule (None: all ones)
+
+
 class _KeepFractions:
     """Kept fractions from the counters both stats classes carry."""
 
@@ -98,6 +112,15 @@ class SiftStats(_KeepFractions):
                 s.sifted_raw_samples += n
                 s.sifted_kept_samples += kept
 
+    def follow(self, sifter: Any, scoring_seconds: float) -> None:
+        """After a decision: the sifter's counters (non-finite losses, when sifting started, when the anneal began)."""
+        self.nonfinite = sifter.nonfinite
+        self.scoring_seconds = scoring_seconds
+        self.sift_started_at = sifter.started_at
+        anneal = sifter.anneal_start
+        if anneal is not None and sifter.steps > anneal:  # the batch just decided was inside the anneal
+            self.anneal_started_at = anneal
+
     def count_batch(self, epoch: int) -> None:
         """One batch yielded to the training loop."""
         self.batches += 1
@@ -118,3 +141,31 @@ class SiftStats(_KeepFractions):
         for e in d.get("epochs", []):
             stats.epochs.append(EpochStats(**{k: v for k, v in e.items() if k in EpochStats.__dataclass_fields__}))
         return stats
+
+
+class KeptOverlap:
+    """Which samples sifted batches kept this epoch and in the last epoch that kept any: a stale score repeats itself,
+    so the overlap of consecutive kept sets says how stale the scores were."""
+
+    def __init__(self) -> None:
+        self.now: set[int] = set()
+        self.before: set[int] = set()
+
+    def add(self, indices: list[int]) -> None:
+        self.now.update(indices)
+
+    def close_epoch(self) -> float | None:
+        """At an epoch's end: the Jaccard overlap of its kept set with the last one (``None``: nothing to compare)."""
+        overlap = None
+        if self.now:
+            if self.before:
+                overlap = len(self.now & self.before) / len(self.now | self.before)
+            self.before = self.now
+        self.now = set()
+        return overlap
+
+    def state_dict(self) -> list[list[int]]:
+        return [sorted(self.now), sorted(self.before)]
+
+    def load_state_dict(self, state: list[list[int]]) -> None:
+        self.now, self.before = (set(k) for k in state)
