@@ -12,7 +12,7 @@ from siftcli.arms.run import run_one, run_plan
 from siftcli.arms.table import ARMS, arm_row, default_arms, ordered, random_keep_changes
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import validate_recipe
-from siftcli.training.loop import Reference
+from siftcli.training.state import Reference
 from siftcli.workload.build import build_workload
 from tests.conftest import tiny_recipe_dict
 

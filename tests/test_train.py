@@ -248,6 +248,7 @@ def test_rule_weights_scale_the_training_loss() -> None:
     """InfoBatch's weights reach the gradient: weight 2 on every sample doubles an SGD step."""
     from siftcli.sift.losses import cross_entropy_loss
     from siftcli.training.loop import train_step
+    from siftcli.training.losses import LabelLoss
 
     recipe = validate_recipe({"optim": {"grad_clip": None}})
     batch_x, batch_y = torch.randn(6, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0, 1, 1, 0])
@@ -257,7 +258,7 @@ def test_rule_weights_scale_the_training_loss() -> None:
         model.load_state_dict({"weight": torch.zeros(2, 4), "bias": torch.zeros(2)})
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu", enabled=False)
-        loss = lambda m, b: cross_entropy_loss(m, (b["x"], b["labels"]))  # noqa: E731
+        loss = LabelLoss(lambda m, b: cross_entropy_loss(m, (b["x"], b["labels"])))
         train_step(model, model, {"x": batch_x, "labels": batch_y}, loss, opt, scaler, recipe, torch.device("cpu"), weights)
         return model.weight.detach().clone()
 

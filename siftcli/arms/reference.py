@@ -38,8 +38,9 @@ from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_torch_save
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.scoring import Scorer
-from siftcli.training.loop import Reference, train
+from siftcli.training.loop import train
 from siftcli.training.record import RunMetrics
+from siftcli.training.state import Reference
 from siftcli.workload.build import Workload
 from siftcli.workload.models import build_model
 from siftcli.workload.rows import Row, hash_rows

@@ -104,8 +104,9 @@ class TeacherCache:
 
 
 class DistillLoss:
-    """``(model, batch) -> Tensor[n]``: the student's forward, the frozen teacher's forward (counted and timed),
-    and :func:`kd_loss`. The teacher is in eval mode, outside the optimizer, under ``inference_mode``.
+    """``(model, batch, indices) -> Tensor[n]``: the student's forward, the frozen teacher's forward (counted and timed,
+    reported by :meth:`take_cost` as the ``teacher`` phase), and :func:`kd_loss`; ``indices`` key the teacher cache.
+    The teacher is in eval mode, outside the optimizer, under ``inference_mode``.
 
     With a ``gate`` (a :class:`~siftcli.sift.sifter.Sifter`: the same engine that sifts samples, here choosing teacher
     queries), the teacher runs only on the rows the gate keeps, ranked by ``score`` (the student's entropy or margin,
@@ -119,14 +120,13 @@ class DistillLoss:
         self.temperature, self.alpha = temperature, alpha
         self.cache = cache
         self.gate, self.score = gate, score
-        self.indices: torch.Tensor | None = None  # the next batch's sample indices (the loop sets them; the cache needs them)
-        self.samples = 0  # teacher forwards, in samples
-        self.seconds = 0.0
+        self.samples = 0  # teacher forwards, in samples, over the run
+        self.seconds = 0.0  # the teacher's seconds over the run
+        self._taken = (0.0, 0)  # (seconds, samples) already reported by take_cost
 
-    def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], indices: torch.Tensor | None = None) -> torch.Tensor:
         inputs = {k: v for k, v in batch.items() if k != "labels" and isinstance(v, torch.Tensor)}
         student = model(**inputs).logits
-        indices, self.indices = self.indices, None
         if self.gate is None:
             return self._distilled(student, inputs, batch.get("labels"), indices)
         n = student.shape[0]
@@ -139,6 +139,12 @@ class DistillLoss:
                                         None if indices is None else indices[rows.cpu()])
             loss = loss.index_put((rows,), distilled)
         return loss
+
+    def take_cost(self) -> tuple[dict[str, float], int]:
+        """The teacher's seconds (its own phase) and forwards (in samples, not cache hits) since the last call."""
+        seconds, samples = self.seconds - self._taken[0], self.samples - self._taken[1]
+        self._taken = (self.seconds, self.samples)
+        return {"teacher": seconds}, samples
 
     def _distilled(self, student: torch.Tensor, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None,
                    indices: torch.Tensor | None) -> torch.Tensor:

@@ -19,7 +19,6 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,75 +30,18 @@ from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, JsonlLog, atomic_write_json
 from siftcli.sift.distributed import sum_over_ranks
-from siftcli.sift.loader import BatchDecision
 from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.precision import autocast
 from siftcli.sift.sifter import SiftConfig
 from siftcli.tasks import METRICS, TASKS
 from siftcli.training import checkpoint, compiling
-from siftcli.training.distill import distill_loss
+from siftcli.training.losses import StepLoss
 from siftcli.training.metrics import merge_ranks, summarise_run
-from siftcli.training.record import CurvePoint, ReferenceCost, RunMetrics
+from siftcli.training.record import RunMetrics
 from siftcli.training.resume import reference_not_kept
-from siftcli.training.setup import build_train_loader, make_optimizer
+from siftcli.training.setup import Run, setup_run
+from siftcli.training.state import Reference, RunState
 from siftcli.workload.build import Workload
-
-PHASES = ("data", "scoring", "forward_backward", "optimizer", "evaluation", "checkpoint")
-TRACE_LIMIT = 20_000  # kept/rejected losses remembered for the histogram plot
-
-
-@dataclass
-class Reference:
-    """Reference losses per training sample and their cost: ``seconds`` paid in this run (on its clock), and
-    ``build_seconds``, what building them cost whoever built them (the same where this run built them; a run that
-    found them cached pays only the read, and reports both, so a ratio can say which it uses)."""
-
-    losses: torch.Tensor
-    seconds: float
-    build_seconds: float | None = None
-    cached: bool = False
-    kind: str = "cross-fit"
-    key: str | None = None
-
-    def summary(self) -> ReferenceCost:
-        return {"kind": self.kind, "paid_seconds": self.seconds, "cached": self.cached, "key": self.key,
-                "build_seconds": self.seconds if self.build_seconds is None else self.build_seconds}
-
-
-@dataclass
-class RunState:
-    """Everything the loop changes, saved and restored whole (beside model, optimizer, loader and RNG)."""
-
-    step: int = 0
-    epoch: int = 0
-    trained: int = 0
-    train_clock: float = 0.0  # training wall-clock: data, scoring, steps (and a reference's cost); no eval
-    earlier_seconds: float = 0.0  # total wall-clock of the processes before a resume
-    phases: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PHASES, 0.0))
-    curve: list[CurvePoint] = field(default_factory=list)
-    last_eval_clock: float = 0.0
-    last_eval_step: int = -1
-    keep_trace: list[list[int]] = field(default_factory=list)  # [raw batch, n, kept], for the keep-rate plot
-    kept_losses: list[float] = field(default_factory=list)
-    rejected_losses: list[float] = field(default_factory=list)
-    noisy_kept: int = 0  # kept samples whose label data.label_noise flipped
-    noisy_kept_after_delay: int = 0
-    group_kept: list[int] = field(default_factory=list)  # kept samples per data.group_column value
-    teacher_samples: int = 0  # distillation: teacher forwards, in samples (kept samples only when sifting)
-
-    def record(self, d: BatchDecision, noisy: torch.Tensor | None = None, groups: torch.Tensor | None = None) -> None:
-        """Batch hook: the keep trace, a sample of kept and rejected losses, kept noisy labels and kept samples per group."""
-        self.keep_trace.append([len(self.keep_trace), int(d.mask.numel()), int(d.mask.sum())])
-        if d.losses is not None and not d.delayed and len(self.kept_losses) + len(self.rejected_losses) < TRACE_LIMIT:
-            self.kept_losses.extend(d.losses[d.mask].tolist())
-            self.rejected_losses.extend(d.losses[~d.mask].tolist())
-        if noisy is not None and d.indices is not None:
-            flipped = int(noisy[d.indices][d.mask].sum())
-            self.noisy_kept += flipped
-            self.noisy_kept_after_delay += 0 if d.delayed else flipped
-        if groups is not None and d.indices is not None:
-            counts = torch.bincount(groups[d.indices][d.mask], minlength=int(groups.max()) + 1).tolist()
-            self.group_kept = [a + b for a, b in zip(self.group_kept or [0] * len(counts), counts)]
 
 
 def lr_factor(progress: float, warmup: float, schedule: str) -> float:
@@ -119,12 +61,13 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
     return max(0.0, 1.0 - rest)
 
 
-def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: Any,
-               optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe,
-               device: torch.device, weights: torch.Tensor | None = None) -> tuple[torch.Tensor, float, float]:
+def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: StepLoss,
+               optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe, device: torch.device,
+               weights: torch.Tensor | None = None, indices: torch.Tensor | None = None) -> tuple[torch.Tensor, float, float]:
     """One optimizer step; returns (per-sample losses, detached; forward+backward seconds incl. the copy to
     the device; optimizer seconds). The per-sample losses feed the sifting loader's loss memory for free;
-    ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before the mean.
+    ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before the mean; ``indices`` (the batch's dataset
+    indices) go to the loss, whose teacher cache is keyed by them.
 
     The scaler is a no-op unless training in fp16, so there is one path for every precision.
     """
@@ -132,7 +75,7 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     t0 = time.perf_counter()
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     with autocast(device, recipe.precision):
-        losses = loss_fn(forward, batch)
+        losses = loss_fn(forward, batch, indices)
     loss = losses.mean() if weights is None else (losses * weights.to(device, losses.dtype)).mean()
     if parallel.any_true(not bool(torch.isfinite(loss)))[0]:  # agreed: a rank that stopped alone would hang the rest
         value = loss.item()
@@ -148,31 +91,6 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     optimizer.zero_grad(set_to_none=True)
     sync()
     return losses.detach(), t1 - t0, time.perf_counter() - t1
-
-
-@dataclass
-class Budget:
-    """When the run ends and how far along it is (the learning-rate schedule's clock).
-
-    Whole epochs end when the loader runs dry (so sifted remainders are trained on); a fractional
-    last epoch ends on its raw-sample budget, a step cap (the equal-time baseline) on its step.
-    """
-
-    epochs: int
-    total_raw: int
-    fractional: bool
-    max_steps: int | None
-
-    @classmethod
-    def of(cls, recipe: Recipe, n_train: int) -> Budget:
-        return cls(math.ceil(recipe.epochs), max(1, math.ceil(recipe.epochs * n_train)), recipe.epochs != math.ceil(recipe.epochs),
-                   recipe.max_steps)
-
-    def progress(self, step: int, raw: int) -> float:
-        return step / self.max_steps if self.max_steps else raw / self.total_raw
-
-    def done(self, step: int, raw: int) -> bool:
-        return (self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
 
 
 class StopSignals:
@@ -203,21 +121,6 @@ class StopSignals:
             signal.signal(sig, previous)
 
 
-def _forwards(model: torch.nn.Module, compile_: bool, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """(the training forward, the scoring and evaluation forward). One module in one process; under torchrun
-    the training forward is the ``DistributedDataParallel`` wrapper, whose gradient all-reduce a scoring or
-    evaluation forward must never join (it would wait on ranks that are not scoring), so those use the bare module."""
-    if not parallel.active():
-        forward = compiling.compile_module(model) if compile_ else model
-        return forward, forward
-    from torch.nn.parallel import DistributedDataParallel
-
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if not compile_:
-        return ddp, model
-    return compiling.compile_module(ddp), compiling.compile_module(model)
-
-
 def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
     """The loader's batches, with the wait for each put on the clock as data and scoring time."""
     batches = iter(loader)
@@ -242,79 +145,36 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     like the reference's cost. ``on_complete``: called once training completed, before the final checkpoint (the
     trained model is written first: a full disk then costs the resumable state, which a finished run needs least)."""
     emit = on_event or (lambda kind, data: None)
-    device = workload.device
     torch.manual_seed(recipe.seed)
     random.seed(recipe.seed)
     started = time.perf_counter()
-    model = workload.model.to(device).train()
-    if recipe.compile:  # every run compiles from nothing, as its own process would: each arm's clock carries its own
-        torch._dynamo.reset()
-    forward, scorer = _forwards(model, recipe.compile, device)
-    loader = build_train_loader(workload, recipe, sift, scorer, device, reference.losses if reference else None)
-    eval_data = workload.eval_data
-    if parallel.active():  # each rank evaluates its share; evaluate() sums over ranks
-        eval_data = torch.utils.data.Subset(eval_data, range(parallel.rank(), len(eval_data), parallel.world()))
-    eval_loader = DataLoader(eval_data, batch_size=recipe.eval.batch_size, shuffle=False, collate_fn=workload.collate,
-                             generator=torch.Generator())  # its own: evaluating must not move the training RNG
-    optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay, recipe.optim.zero)
-    scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
-    parts = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
-    train_loss = workload.loss_fn  # the scoring pass always uses the student's own loss
-    if recipe.distill is not None:
-
-        train_loss = distill_loss(recipe.distill, workload, device, run_dir, recipe.seed)
-        parts["teacher"] = train_loss
-    budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
-    state = RunState()
-    before = {**({"reference": reference.seconds} if reference is not None else {}), **(upfront or {})}
-    if before:  # the cost of choosing the data is on this run's clock, each part as its own phase
-        state.phases.update(before)
-        state.train_clock = state.last_eval_clock = state.earlier_seconds = sum(before.values())
+    run = setup_run(workload, recipe, sift, reference, upfront, run_dir)
+    state, loader, budget, optim = run.state, run.loader, run.budget, recipe.optim
     if resume:
-        checkpoint.load(run_dir, arm, state, parts, device)
+        checkpoint.load(run_dir, arm, state, run.parts, run.device)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
     compiled = compiling.counts() if recipe.compile else None
 
     def finish(status: str) -> RunMetrics:
-        return _finish(workload, recipe, sift, loader, arm, status, state, started, device, run_dir, compiled, reference)
-
-    def evaluate_now(reason: str) -> None:
-        t0 = time.perf_counter()
-        result = evaluate(scorer, eval_loader, workload.task, device, recipe.precision)
-        state.phases["evaluation"] += time.perf_counter() - t0
-        point = {"step": state.step, "epoch": state.epoch, "train_seconds": state.train_clock,
-                 "raw_samples": loader.stats.raw_samples, "trained_samples": state.trained, "reason": reason, **result}
-        state.curve.append(point)
-        state.last_eval_clock, state.last_eval_step = state.train_clock, state.step
-        log.write({"event": "eval", **point})
-        emit("eval", point)
+        return _finish(workload, recipe, sift, loader, arm, status, state, started, run.device, run_dir, compiled, reference)
 
     emit("start", {"arm": arm, "epochs": budget.epochs, "steps_per_epoch": len(loader), "total_raw": budget.total_raw,
                    "max_steps": recipe.max_steps, "step": state.step, "recipe": recipe, "run_dir": run_dir})
     with JsonlLog(run_dir / "log.jsonl" if run_dir else None) as log, StopSignals() as stop:
+        def evaluate_now(reason: str) -> None:
+            _evaluate(run, workload, recipe, reason, log, emit)
+
         try:
             while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples):
                 for batch in timed_batches(loader, state):
-                    lr = recipe.optim.lr * lr_factor(budget.progress(state.step, loader.stats.raw_samples),
-                                                     recipe.optim.warmup_fraction, recipe.optim.schedule)
-                    for group in optimizer.param_groups:
+                    lr = optim.lr * lr_factor(budget.progress(state.step, loader.stats.raw_samples), optim.warmup_fraction,
+                                              optim.schedule)
+                    for group in run.optimizer.param_groups:
                         group["lr"] = lr
-                    teacher0, taught0 = getattr(train_loss, "seconds", 0.0), getattr(train_loss, "samples", 0)
-                    if recipe.distill is not None:
-                        train_loss.indices = loader.last_indices
-                    losses, fb, opt = train_step(forward, model, batch, train_loss, optimizer, scaler, recipe, device,
-                                                 loader.last_weights)
+                    losses, fb, opt = train_step(run.forward, run.model, batch, run.loss, run.optimizer, run.scaler, recipe,
+                                                 run.device, loader.last_weights, loader.last_indices)
                     loader.record(losses)
-                    if recipe.distill is not None:  # the teacher's forward is its own phase
-                        teacher = train_loss.seconds - teacher0
-                        state.phases["teacher"] = state.phases.get("teacher", 0.0) + teacher
-                        fb -= teacher
-                        state.teacher_samples += train_loss.samples - taught0  # forwards, not cache hits
-                    state.phases["forward_backward"] += fb
-                    state.phases["optimizer"] += opt
-                    state.train_clock += fb + opt + (teacher if recipe.distill is not None else 0.0)
-                    state.step += 1
-                    state.trained += len(batch["labels"])
+                    state.count_step(fb, opt, run.loss.take_cost(), len(batch["labels"]))
                     _log_step(state, losses.float().mean().item(), lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
                     clock_due = bool(e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds)
@@ -322,7 +182,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
-                        checkpoint.save(run_dir, arm, state, parts, started)
+                        checkpoint.save(run_dir, arm, state, run.parts, started)
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
                     if budget.done(state.step, loader.stats.raw_samples):
@@ -340,30 +200,55 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             if run_dir is None:  # a run inside another's preparation (a reference): the caller says what was kept
                 raise
             finish("interrupted")
-            checkpoint.save(run_dir, arm, state, parts, started)
-            received = [name for name in parallel.gather(stop.requested) if name]  # a signal may reach one rank only
-            again = (f"siftcli train <recipe> --resume {run_dir}, launched as before (torchrun, {parallel.world()} processes)"
-                     if parallel.active() else None)
-            stuck = reference_not_kept(recipe, sift)
-            raise RunInterrupted(str(run_dir), signal=received[0] if received else "SIGINT", resume_command=again,
-                                 resumable=not stuck, advice=stuck) from None
+            checkpoint.save(run_dir, arm, state, run.parts, started)
+            raise _interrupted(run_dir, stop.requested, reference_not_kept(recipe, sift)) from None
         except _NonFiniteLoss as exc:
             finish("failed")
             where = f"; partial results in {run_dir}" if run_dir else ""
             raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
                                f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
         result = finish("completed")
-        try:
-            if on_complete is not None:
-                on_complete()
-            checkpoint.save(run_dir, arm, state, parts, started)
-        except OSError as exc:  # a full disk: the metrics must not say "completed" for a run whose files are missing
-            state_note = f"{exc.filename or 'an output file'}: {exc.strerror or exc}"
-            if run_dir is not None and parallel.is_main():
-                atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": state_note})
-            raise
+        _save_completed(result, run_dir, arm, run, started, on_complete)
     emit("end", result)
     return result
+
+
+def _evaluate(run: Run, workload: Workload, recipe: Recipe, reason: str, log: JsonlLog, emit: Event) -> None:
+    """One evaluation, off the training clock, onto the curve, the log and the events."""
+    state = run.state
+    t0 = time.perf_counter()
+    result = evaluate(run.bare, run.eval_loader, workload.task, run.device, recipe.precision)
+    state.phases["evaluation"] += time.perf_counter() - t0
+    point = {"step": state.step, "epoch": state.epoch, "train_seconds": state.train_clock,
+             "raw_samples": run.loader.stats.raw_samples, "trained_samples": state.trained, "reason": reason, **result}
+    state.curve.append(point)
+    state.last_eval_clock, state.last_eval_step = state.train_clock, state.step
+    log.write({"event": "eval", **point})
+    emit("eval", point)
+
+
+def _interrupted(run_dir: Path, requested: str | None, stuck: str | None) -> RunInterrupted:
+    """What an interrupted run tells the shell: the signal (any rank's), and how to resume, or why it cannot."""
+    received = [name for name in parallel.gather(requested) if name]  # a signal may reach one rank only
+    again = (f"siftcli train <recipe> --resume {run_dir}, launched as before (torchrun, {parallel.world()} processes)"
+             if parallel.active() else None)
+    return RunInterrupted(str(run_dir), signal=received[0] if received else "SIGINT", resume_command=again,
+                          resumable=not stuck, advice=stuck)
+
+
+def _save_completed(result: RunMetrics, run_dir: Path | None, arm: str, run: Run, started: float,
+                    on_complete: Callable[[], None] | None) -> None:
+    """The trained model (``on_complete``), then the final checkpoint. A full disk must not leave metrics that say
+    "completed" for a run whose files are missing: they are rewritten as failed, naming the file."""
+    try:
+        if on_complete is not None:
+            on_complete()
+        checkpoint.save(run_dir, arm, run.state, run.parts, started)
+    except OSError as exc:
+        state_note = f"{exc.filename or 'an output file'}: {exc.strerror or exc}"
+        if run_dir is not None and parallel.is_main():
+            atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": state_note})
+        raise
 
 
 def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log: JsonlLog, emit: Event) -> None:

@@ -11,6 +11,7 @@ from siftcli.sift.losses import Uncertainty
 from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
 from siftcli.sift.sifter import UNCERTAINTY
 from siftcli.training.loop import _NonFiniteLoss, train_step
+from siftcli.training.losses import LabelLoss
 from siftcli.training.setup import make_optimizer, sift_config
 
 
@@ -34,7 +35,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
     # without labels the student's loss cannot run: its entropy costs the same forward and backward
-    pilot_loss = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn
+    pilot_loss = LabelLoss(Uncertainty("entropy") if workload.unlabeled else workload.loss_fn)
     score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in UNCERTAINTY else workload.loss_fn
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)

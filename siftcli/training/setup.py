@@ -1,11 +1,13 @@
-"""Workload and recipe in, what one run trains with out: the optimizer, the sifting engine's config, the seeded
-training loader, and saving the model."""
+"""Workload and recipe in, what one run trains with out (:class:`Run`): the model's forwards, the seeded sifting loader,
+the optimizer, the step's loss, the budget and state; and saving the trained model."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -17,6 +19,10 @@ from siftcli.runio import unwritable
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.sifter import SiftConfig
+from siftcli.training import compiling
+from siftcli.training.distill import distill_loss
+from siftcli.training.losses import LabelLoss, StepLoss
+from siftcli.training.state import Budget, Reference, RunState
 from siftcli.workload.augment import AugmentedDataset
 from siftcli.workload.build import Workload
 
@@ -125,7 +131,6 @@ def save_model(workload: Workload, folder: Any) -> None:
     """
     import shutil
     import tempfile
-    from pathlib import Path
 
 
     if not parallel.is_main():  # under torchrun every rank holds the same weights: rank 0 writes them
@@ -146,3 +151,68 @@ def save_model(workload: Workload, folder: Any) -> None:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _forwards(model: torch.nn.Module, compile_: bool, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(the training forward, the scoring and evaluation forward). One module in one process; under torchrun
+    the training forward is the ``DistributedDataParallel`` wrapper, whose gradient all-reduce a scoring or
+    evaluation forward must never join (it would wait on ranks that are not scoring), so those use the bare module."""
+    if not parallel.active():
+        forward = compiling.compile_module(model) if compile_ else model
+        return forward, forward
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if not compile_:
+        return ddp, model
+    return compiling.compile_module(ddp), compiling.compile_module(model)
+
+
+@dataclass
+class Run:
+    """Everything one run trains with: the model and its two forwards (training, and the bare one that scores and
+    evaluates), the loaders, optimizer, scaler, the step's loss, the budget, the state, and the parts a checkpoint
+    holds."""
+
+    device: torch.device
+    model: torch.nn.Module
+    forward: torch.nn.Module
+    bare: torch.nn.Module
+    loader: SiftingDataLoader
+    eval_loader: DataLoader
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    loss: StepLoss
+    budget: Budget
+    state: RunState
+    parts: dict[str, Any]
+
+
+def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, reference: Reference | None,
+              upfront: dict[str, float] | None, run_dir: Path | None) -> Run:
+    """The run's pieces from the workload and recipe. The cost of choosing the data (a reference, near-copy removal:
+    ``upfront``) starts on the run's clock, each part as its own phase."""
+    device = workload.device
+    model = workload.model.to(device).train()
+    if recipe.compile:  # every run compiles from nothing, as its own process would: each arm's clock carries its own
+        torch._dynamo.reset()
+    forward, bare = _forwards(model, recipe.compile, device)
+    loader = build_train_loader(workload, recipe, sift, bare, device, reference.losses if reference else None)
+    eval_data = workload.eval_data
+    if parallel.active():  # each rank evaluates its share; evaluate() sums over ranks
+        eval_data = torch.utils.data.Subset(eval_data, range(parallel.rank(), len(eval_data), parallel.world()))
+    eval_loader = DataLoader(eval_data, batch_size=recipe.eval.batch_size, shuffle=False, collate_fn=workload.collate,
+                             generator=torch.Generator())  # its own: evaluating must not move the training RNG
+    optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay, recipe.optim.zero)
+    scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
+    parts: dict[str, Any] = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
+    loss: StepLoss = LabelLoss(workload.loss_fn)  # the scoring pass always uses the student's own loss
+    if recipe.distill is not None:
+        loss = parts["teacher"] = distill_loss(recipe.distill, workload, device, run_dir, recipe.seed)
+    state = RunState()
+    before = {**({"reference": reference.seconds} if reference is not None else {}), **(upfront or {})}
+    if before:
+        state.phases.update(before)
+        state.train_clock = state.last_eval_clock = state.earlier_seconds = sum(before.values())
+    budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
+    return Run(device, model, forward, bare, loader, eval_loader, optimizer, scaler, loss, budget, state, parts)

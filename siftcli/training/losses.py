@@ -1,0 +1,36 @@
+"""The loss a training step backpropagates: Workload's per-sample loss in, a :class:`StepLoss` out.
+
+Every step calls ``loss(model, batch, indices)`` with the batch's dataset indices (a teacher's cache is keyed by them)
+and afterwards asks ``take_cost()`` for the seconds its own phases took inside the forward (a teacher's forward is
+the ``teacher`` phase, off the student's forward/backward) and the teacher forwards it ran. The loop reads the same with
+or without a teacher.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import torch
+
+from siftcli.sift.losses import PerSampleLoss
+
+
+class StepLoss(Protocol):
+    def __call__(self, model: torch.nn.Module, batch: Any, indices: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def take_cost(self) -> tuple[dict[str, float], int]:
+        """Seconds per phase of its own, and teacher forwards (in samples), since the last call."""
+        ...
+
+
+class LabelLoss:
+    """The labels' loss alone: ``fn(model, batch)`` per sample; it has no phases of its own and no teacher."""
+
+    def __init__(self, fn: PerSampleLoss) -> None:
+        self.fn = fn
+
+    def __call__(self, model: torch.nn.Module, batch: Any, indices: torch.Tensor | None = None) -> torch.Tensor:
+        return self.fn(model, batch)
+
+    def take_cost(self) -> tuple[dict[str, float], int]:
+        return {}, 0
