@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import csv
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
-from siftcli.runio import atomic_write_text
+from siftcli.runio import atomic_write, atomic_write_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -20,12 +19,14 @@ TOPIC_LABEL = {"World": "negative", "Business": "negative", "Sports": "positive"
 
 def _write(path: Path, rows: list[dict[str, str]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    atomic_write(path, write)
 
 
 def _built(folder: Path, seed: int, build: Any, rows: Any = None) -> Path:
@@ -216,7 +217,5 @@ def digits(size: int = 16, evaluation: int = 797) -> Path:
     ViTImageProcessor(size={"height": size, "width": size}, image_mean=[0.5] * 3, image_std=[0.5] * 3).save_pretrained(
         out / "processor")
     for name, indices in (("eval", order[:evaluation]), ("train", order[evaluation:])):  # train last: it marks done
-        shutil.rmtree(out / name, ignore_errors=True)
-        split(indices).save_to_disk(str(out / f"{name}.tmp"))
-        (out / f"{name}.tmp").replace(out / name)
+        atomic_write(out / name, lambda tmp, indices=indices: split(indices).save_to_disk(str(tmp)), folder=True)
     return out

@@ -254,18 +254,24 @@ def compare(
         _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(compare_view(result, str(run_dir)))
 
 
+#: What ``sweep-beta --resume`` may be given beside it; any other option would be ignored, and is refused.
+RESUME_ACCEPTS = ("recipe", "resume", "jobs", "quiet", "json_")
+
+
 @app.command("sweep-beta")
 @_friendly
 def sweep_beta(
-    ctx: typer.Context,
     recipe: Annotated[Optional[str], typer.Argument(help="Recipe YAML (not with --resume).")] = None,
-    trials: Annotated[int, typer.Option("--trials", help="Trials to run (a --betas grid runs each value once).")] = 12,
-    mode: Annotated[str, typer.Option("--mode", help="budget: final metric, Hyperband pruning; pareto: metric and wall-clock.")] = "budget",
+    trials: Annotated[Optional[int], typer.Option("--trials", help="Trials to run, 12 unless given (a --betas grid runs each "
+                                                  "value once).")] = None,
+    mode: Annotated[Optional[str], typer.Option("--mode", help="budget (the default): final metric, Hyperband pruning; pareto: "
+                                                "metric and wall-clock.")] = None,
     betas: Annotated[Optional[str], typer.Option("--betas", help="A plain grid of betas, e.g. 0.5,1,2 (instead of searching).")] = None,
-    beta_range: Annotated[str, typer.Option("--beta-range", help="Searched beta range, log scale.")] = "0.25:8",
+    beta_range: Annotated[Optional[str], typer.Option("--beta-range", help="Searched beta range, log scale (0.25:8).")] = None,
     param: Annotated[Optional[list[str]], typer.Option(
         "--param", help="Also search a sift key: key=LOW:HIGH[:log] or key=a,b (repeatable).")] = None,
-    frontier: Annotated[str, typer.Option("--frontier", help="Baseline frontier: fractions of the full schedule.")] = "0.25,0.5,0.75,1",
+    frontier: Annotated[Optional[str], typer.Option("--frontier", help="Baseline frontier: fractions of the full schedule "
+                                                    "(0.25,0.5,0.75,1).")] = None,
     max_time_ratio: Annotated[Optional[float], typer.Option(
         "--max-time-ratio", help="budget: trials slower than this share of the baseline are infeasible.")] = None,
     no_prune: Annotated[bool, typer.Option("--no-prune", help="budget: run every trial to the end.")] = False,
@@ -277,8 +283,8 @@ def sweep_beta(
     study: Annotated[Optional[str], typer.Option("--study", help="Study name in --storage (default: RECIPE-NAME-sweep).")] = None,
     fresh_processes: Annotated[bool, typer.Option(
         "--fresh-processes", help="A new process per trial instead of warm workers (slower; for comparisons).")] = False,
-    stale_seconds: Annotated[float, typer.Option(
-        "--stale-seconds", help="Another machine's trial silent this long is failed and queued again.")] = 120.0,
+    stale_seconds: Annotated[Optional[float], typer.Option(
+        "--stale-seconds", help="Another machine's trial silent this long (120 s) is failed and queued again.")] = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a killed sweep folder.")] = None,
     set_: SetOpt = None,
     output: OutputOpt = None,
@@ -286,57 +292,29 @@ def sweep_beta(
     json_: JsonOpt = False,
 ) -> None:
     """Tune beta (and more) on Optuna against the baseline frontier; the answer is the cheapest point reaching the target."""
+    given_options = {k: v for k, v in locals().items() if k not in RESUME_ACCEPTS}
     from siftcli.errors import SiftcliError
     from siftcli.report.tables import sweep_view
     from siftcli.sweep.run import run_sweep
-    from siftcli.sweep.settings import SweepSettings
-    from siftcli.sweep.space import parse_space
+    from siftcli.sweep.settings import SweepSettings, resume_conflicts
 
-    if mode not in ("budget", "pareto"):
-        raise SiftcliError(f"--mode {mode!r}: expected budget or pareto")
+    options = {"trials": trials, "mode": mode, "betas": betas, "beta_range": beta_range, "params": param, "frontier": frontier,
+               "max_time_ratio": max_time_ratio, "prune": False if no_prune else None, "storage": storage, "study": study,
+               "fresh_processes": fresh_processes or None, "stale_seconds": stale_seconds}
     if resume:
         if recipe is not None:
             raise SiftcliError("--resume continues the sweep with its saved recipe and settings; give no RECIPE")
-        given = [flag for name, flag in (("trials", "--trials"), ("mode", "--mode"), ("betas", "--betas"),
-                                         ("beta_range", "--beta-range"), ("param", "--param"), ("frontier", "--frontier"),
-                                         ("max_time_ratio", "--max-time-ratio"), ("no_prune", "--no-prune"),
-                                         ("storage", "--storage"), ("study", "--study"), ("set_", "--set"),
-                                         ("output", "--output"), ("fresh_processes", "--fresh-processes"),
-                                         ("stale_seconds", "--stale-seconds"))
-                 if getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"]  # typer may vendor click
+        given = resume_conflicts(**given_options)
         if given:
             raise SiftcliError(f"--resume continues the sweep with its saved settings; {', '.join(given)} would be ignored: "
                                "leave them out, or start a new sweep")
         cfg, settings = None, None
     else:
         cfg = _load(recipe, set_)
-        space, grid = parse_space(cfg, betas=betas, beta_range=beta_range, params=param)
-        fractions = sorted({float(f) for f in _fractions(frontier)})
-        if max_time_ratio is not None and not max_time_ratio > 0:
-            raise SiftcliError(f"--max-time-ratio must be positive, got {max_time_ratio}")
-        if not stale_seconds > 0:
-            raise SiftcliError(f"--stale-seconds must be positive, got {stale_seconds}")
-        if study is not None and (not study.strip() or ":" in study):
-            raise SiftcliError(f"--study {study!r}: expected a name without ':' (siftcli keeps NAME:frontier:N beside it)")
-        settings = SweepSettings(mode=mode, trials=trials, space=space, grid=grid, frontier=fractions,
-                                 max_time_ratio=max_time_ratio, prune=not no_prune, storage=storage or "",
-                                 study=study or f"{cfg.name}-sweep", fresh_processes=fresh_processes,
-                                 stale_seconds=stale_seconds)
+        settings = SweepSettings.from_options(cfg, **options)
     with _Progress(not quiet and not json_) as progress:
         run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=None if json_ else progress)
     _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(sweep_view(result, str(run_dir)))
-
-
-def _fractions(text: str) -> list[float]:
-    from siftcli.errors import SiftcliError
-
-    try:
-        values = [float(f) for f in text.split(",") if f.strip()]
-    except ValueError:
-        values = []
-    if not values or any(not 0 < v <= 1 for v in values):
-        raise SiftcliError(f"--frontier {text!r}: expected fractions in (0, 1] such as 0.25,0.5,0.75,1")
-    return values
 
 
 @app.command("filter")

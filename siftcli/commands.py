@@ -7,7 +7,6 @@ They work without the CLI (import and call them) and write everything under a ru
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.report.html import report_html
 from siftcli.report.plots import write_plots
 from siftcli.report.trackers import open_trackers
-from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
+from siftcli.runio import Event, atomic_write, atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
 from siftcli.training.loop import train
 from siftcli.training.pilot import pilot_check
 from siftcli.training.record import RunMetrics, brief, final_value, keep_value
@@ -119,12 +118,10 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         out["reference"] = reference.summary()
     rows = workload.source_rows.select([workload.source_index[i] for i in chosen])
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
     if kind == "jsonl":
-        rows.to_json(str(tmp), lines=True)
+        atomic_write(path, lambda tmp: rows.to_json(str(tmp), lines=True))
     else:
-        rows.to_csv(str(tmp), sep="\t" if kind == "tsv" else ",", index=False)
-    os.replace(tmp, path)
+        atomic_write(path, lambda tmp: rows.to_csv(str(tmp), sep="\t" if kind == "tsv" else ",", index=False))
     out = {"output": str(path), "kept": len(chosen), "of": n, "keep": len(chosen) / n, **out}
     if workload.groups is not None:
         counts = workload.groups[chosen].bincount(minlength=len(workload.group_names)).tolist()

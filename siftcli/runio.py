@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,22 +43,47 @@ def _default_mode(path: str) -> None:
     os.chmod(path, 0o666 & ~mask)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename over the target (rank 0 only)."""
+def atomic_write(path: Path, write: Callable[[Path], None], *, folder: bool = False) -> None:
+    """The one way siftcli writes a result: ``write(tmp)`` fills a temporary file (or, with ``folder``, a folder) beside
+    ``path``, which is flushed to disk and renamed over ``path``; on any failure the temporary is removed and ``path``
+    is as it was. A writer's own error for a full disk (torch, safetensors: ``RuntimeError``/``ValueError``) becomes
+    the ``OSError`` the CLI reports in one line, naming the file. Rank 0 alone writes under torchrun."""
     if not parallel.is_main():
         return
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if folder:
+        tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}."))
+    else:
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        tmp = Path(name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _default_mode(tmp)
+        write(tmp)
+        if folder:
+            if path.exists():
+                shutil.rmtree(path)
+        else:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            _default_mode(str(tmp))
         os.replace(tmp, path)
+    except (RuntimeError, ValueError) as exc:
+        _remove(tmp)
+        raise unwritable(path, exc) from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        _remove(tmp)
         raise
+
+
+def _remove(tmp: Path) -> None:
+    if tmp.is_dir():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -74,21 +100,7 @@ def unwritable(path: Any, exc: BaseException) -> OSError:
 def atomic_torch_save(path: Path, obj: Any) -> None:
     import torch
 
-    if not parallel.is_main():
-        return
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        _default_mode(tmp)
-        os.replace(tmp, path)
-    except RuntimeError as exc:  # torch's writer reports a full disk as RuntimeError ("file write failed")
-        Path(tmp).unlink(missing_ok=True)
-        raise unwritable(path, exc) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: torch.save(obj, tmp))
 
 
 def read_json(path: Path) -> Any:

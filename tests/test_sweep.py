@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -208,3 +209,31 @@ def test_the_search_space_reaches_the_reference_and_the_memory_refresh(tmp_path:
     assert (bayes.kind, bayes.holdout_fraction) == ("naive-bayes", 0.1)
     with pytest.raises(SiftcliError, match="expected ngram:FRACTION such as ngram:0.1"):
         sweep.apply_params(recipe, {"score": "reference", "reference": "ngram"})
+
+
+def test_settings_check_themselves_for_a_python_caller_too() -> None:
+    for bad, expected in (({"mode": "fast"}, "expected budget or pareto"), ({"frontier": [0.0, 1.0]}, "expected fractions"),
+                          ({"max_time_ratio": 0}, "--max-time-ratio must be positive"), ({"trials": 0}, "--trials 0"),
+                          ({"stale_seconds": -1}, "--stale-seconds must be positive"), ({"study": "a:b"}, "without ':'")):
+        with pytest.raises(SiftcliError, match=re.escape(expected)):
+            SweepSettings(**bad)
+
+
+def test_resume_refuses_every_option_it_would_ignore(tmp_path: Path) -> None:
+    """Generated from the command's own parameters: an option added later is refused with --resume unless it is one
+    a resume accepts (cli.RESUME_ACCEPTS)."""
+    import inspect
+
+    from siftcli import cli
+
+    (tmp_path / "s").mkdir()
+    values = {"param": "beta=1:2", "set_": "epochs=1", "output": str(tmp_path / "o"), "mode": "pareto", "betas": "1,2",
+              "beta_range": "1:2", "frontier": "1", "storage": "sqlite:///x.db", "study": "x"}
+    for name, p in inspect.signature(cli.sweep_beta).parameters.items():
+        if name in cli.RESUME_ACCEPTS:
+            continue
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        args = [flag] if p.annotation in (bool, "bool") or "bool" in str(p.annotation) and "Optional" not in str(p.annotation) \
+            else [flag, str(values.get(name, 3))]
+        result = runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path / "s"), *args])
+        assert result.exit_code == 2 and f"{flag} would be ignored" in result.output, (flag, result.output)

@@ -13,6 +13,8 @@ from siftcli.recipe.schema import HOLDOUT_KINDS, Recipe, validate_recipe
 #: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` (also
 #: ``ngram:FRACTION``, ``naive-bayes:FRACTION``) or ``model:SOURCE`` (a reference kind with its one setting);
 #: ``reference_epochs`` is ``sift.reference.epochs``.
+#: The searched beta range when neither --betas nor --beta-range is given (log scale).
+BETA_RANGE = "0.25:8"
 SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_length": "int", "keep_fraction": "float",
               "prune_fraction": "float", "anneal_fraction": "float", "memory_max_age": "int", "mode": "choice",
               "scoring": "choice", "score": "choice", "memory_refresh": "choice", "reference": "choice",
@@ -28,7 +30,7 @@ def parse_space(recipe: Recipe, *, betas: str | None, beta_range: str | None, pa
         if any(v <= 0 for v in space["beta"]["values"]):
             raise SiftcliError(f"--betas {betas!r}: every beta must be positive")
     else:
-        low, high, _ = _range("--beta-range", beta_range or "0.25:8", "float")
+        low, high, _ = _range("--beta-range", beta_range or BETA_RANGE, "float")
         space["beta"] = {"kind": "float", "low": low, "high": high, "log": True}
     for item in params or []:
         key, sep, spec = item.partition("=")

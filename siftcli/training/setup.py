@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from siftcli import parallel
 from siftcli.recipe.schema import Recipe
-from siftcli.runio import unwritable
+from siftcli.runio import atomic_write
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.sifter import SiftConfig
@@ -125,32 +125,14 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
 
 def save_model(workload: Workload, folder: Any) -> None:
     """The trained model in the ecosystem's own form (``save_pretrained``, with its tokenizer or processor),
-    loadable with ``from_pretrained`` and usable as ``model.source`` of another recipe.
-
-    Written to a temporary sibling folder and renamed, so a half-written model never sits at ``folder``.
-    """
-    import shutil
-    import tempfile
-
-
-    if not parallel.is_main():  # under torchrun every rank holds the same weights: rank 0 writes them
-        return
-    folder = Path(folder)
-    tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
+    loadable with ``from_pretrained`` and usable as ``model.source`` of another recipe; written whole or not at all.
+    Under torchrun every rank holds the same weights: rank 0 writes them."""
+    def write(tmp: Path) -> None:
         workload.model.save_pretrained(tmp)
         if workload.processor is not None:
             workload.processor.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        tmp.rename(folder)
-    except (RuntimeError, ValueError) as exc:  # a writer's own error for a full disk (safetensors, torch)
-        shutil.rmtree(tmp, ignore_errors=True)
 
-        raise unwritable(folder, exc) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    atomic_write(Path(folder), write, folder=True)
 
 
 def _forwards(model: torch.nn.Module, compile_: bool, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
