@@ -10,6 +10,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import NotRequired, TypedDict
+
 from siftcli import parallel
 from siftcli.analysis.stats import CompareResult, compare_pair, summarise_seeds
 from siftcli.analysis.verdict import verdict
@@ -21,11 +23,11 @@ from siftcli.errors import RunInterrupted, SiftcliError, first_line
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.report.html import report_html
 from siftcli.report.plots import write_plots
-from siftcli.report.trackers import open_trackers
+from siftcli.report.trackers import Scalar, open_trackers
 from siftcli.runio import Event, atomic_write, atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
 from siftcli.training.loop import train
 from siftcli.training.pilot import pilot_check
-from siftcli.training.record import RunMetrics, brief, final_value, keep_value
+from siftcli.training.record import ReferenceCost, RunMetrics, brief, final_value, keep_value
 from siftcli.training.resume import data_fingerprint, reference_not_kept, resumable, same_data
 from siftcli.training.setup import save_model, sift_config
 from siftcli.workload.build import build_workload, resolve_device
@@ -84,7 +86,19 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     return run_dir, metrics
 
 
-def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None) -> dict[str, Any]:
+class FilterResult(TypedDict):
+    """What ``siftcli filter`` kept and what choosing it cost."""
+
+    output: str
+    kept: int
+    of: int
+    keep: float
+    dedup: NotRequired[dict[str, float]]  # similarity, kept, seconds
+    reference: NotRequired[ReferenceCost]
+    groups: NotRequired[dict[str, float]]  # each group's share of the kept rows
+
+
+def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None) -> FilterResult:
     """Filter once, before training, and write the kept training rows with the data's own columns to ``output``
     (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
     (Jaccard similarity of token bigrams at least this; :mod:`siftcli.arms.dedup`); ``keep``: then keep this fraction with
@@ -184,9 +198,9 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     return run_dir, result
 
 
-def _tracked(result: CompareResult) -> dict[str, Any]:
+def _tracked(result: CompareResult) -> dict[str, Scalar]:
     """A comparison's record for the trackers: the verdict, and each arm's metric and time against the baseline."""
-    out: dict[str, Any] = {"verdict": str(result["verdict"])}
+    out: dict[str, Scalar] = {"verdict": str(result["verdict"])}
     first = result["runs"][0]
     base = first.get("baseline")
     for arm, run in first.items():

@@ -22,22 +22,26 @@ import importlib.util
 import math
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from siftcli import parallel
 from siftcli.errors import first_line
+from siftcli.runio import Event
+
+#: What trackers log as parameters and summaries: plain values.
+Scalar = str | int | float | bool | None
 
 #: Each tracker and the package its extra installs.
 TRACKERS = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb", "trackio": "trackio"}
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(tree: Any, prefix: str = "") -> dict[str, Scalar]:
     """``{"sift": {"beta": 1}}`` as ``{"sift.beta": 1}``; lists as text (trackers take scalars)."""
     if hasattr(tree, "model_dump"):
         tree = tree.model_dump(mode="json")
-    out: dict[str, Any] = {}
+    out: dict[str, Scalar] = {}
     for key, value in (tree or {}).items():
         name = f"{prefix}{key}"
         if isinstance(value, dict) and value:
@@ -47,12 +51,12 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _numbers(values: dict[str, Any]) -> dict[str, float]:
+def _numbers(values: Mapping[str, object]) -> dict[str, float]:
     return {k: float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
             and math.isfinite(v)}
 
 
-def _phases(data: dict[str, Any]) -> dict[str, Any]:
+def _phases(data: Mapping[str, Any]) -> dict[str, float]:
     """Cumulative seconds per phase, as a step record and a run's metrics both carry them."""
     return {f"phase/{k}": v for k, v in (data.get("phases") or {}).items()}
 
@@ -68,13 +72,13 @@ class _Backend:
     """What three of the trackers share: the comparison's record is a run of its own in the group, named
     ``comparison``; an aborted comparison leaves nothing of theirs open (a group is a label, a log folder a folder)."""
 
-    def start(self, name: str, params: dict[str, Any]) -> None:
+    def start(self, name: str, params: dict[str, Scalar]) -> None:
         raise NotImplementedError
 
     def end(self, summary: dict[str, float], files: list[Path], status: str) -> None:
         raise NotImplementedError
 
-    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+    def group(self, summary: dict[str, Scalar], files: list[Path]) -> None:
         self.start("comparison", {k: v for k, v in summary.items() if isinstance(v, str)})
         self.end(_numbers(summary), files, "completed")
 
@@ -89,7 +93,7 @@ class _TensorBoard(_Backend):
         self._writer_type, self.root = SummaryWriter, folder / "tensorboard"
         self.writer: Any = None
 
-    def start(self, name: str, params: dict[str, Any]) -> None:
+    def start(self, name: str, params: dict[str, Scalar]) -> None:
         self.writer = self._writer_type(log_dir=str(self.root / name.replace(" ", "-")))
         self.writer.add_text("recipe", "\n".join(f"    {k}: {v}" for k, v in params.items()))
 
@@ -126,7 +130,7 @@ class _MLflow(_Backend):
         self.parent = self.client.create_run(self.experiment, run_name=group).info.run_id if group else None
         self.run_id: str | None = None
 
-    def start(self, name: str, params: dict[str, Any]) -> None:
+    def start(self, name: str, params: dict[str, Scalar]) -> None:
         from mlflow.entities import Param
 
         tags = {"mlflow.parentRunId": self.parent} if self.parent else {}
@@ -153,7 +157,7 @@ class _MLflow(_Backend):
         if self.parent is not None:
             self.client.set_terminated(self.parent, "KILLED")
 
-    def group(self, summary: dict[str, Any], files: list[Path]) -> None:
+    def group(self, summary: dict[str, Scalar], files: list[Path]) -> None:
         if self.parent is None:
             return
         self.client.set_tag(self.parent, "verdict", str(summary.get("verdict", ""))[:5000])
@@ -167,7 +171,7 @@ class _WandB(_Backend):
         self.wandb, self.folder, self.project, self.group_name = wandb, folder, project, group
         self.run: Any = None
 
-    def start(self, name: str, params: dict[str, Any]) -> None:
+    def start(self, name: str, params: dict[str, Scalar]) -> None:
         with _quiet():
             self.run = self.wandb.init(project=self.project, group=self.group_name, name=name, config=params,
                                        dir=str(self.folder), job_type="comparison" if name == "comparison" else "train",
@@ -190,7 +194,7 @@ class _Trackio(_Backend):
 
         self.trackio, self.project, self.group_name = trackio, project, group
 
-    def start(self, name: str, params: dict[str, Any]) -> None:
+    def start(self, name: str, params: dict[str, Scalar]) -> None:
         with _quiet():
             self.trackio.init(project=self.project, name=name, group=self.group_name, config=params,
                               auto_log_cpu=False, auto_log_gpu=False)
@@ -238,7 +242,7 @@ class Trackers:
         for name, backend in list(self.backends.items()):
             self._guard(name, lambda b=backend: getattr(b, method)(*args))
 
-    def wrap(self, on_event: Callable[[str, dict[str, Any]], None] | None) -> Callable[[str, dict[str, Any]], None]:
+    def wrap(self, on_event: Event | None) -> Event:
         """An event function that feeds the trackers, then ``on_event``."""
         def event(kind: str, data: dict[str, Any]) -> None:
             if self.backends:
@@ -285,13 +289,13 @@ class Trackers:
         self.close("interrupted")
         self._each("abort")
 
-    def finish_group(self, summary: dict[str, Any], files: list[Path]) -> None:
+    def finish_group(self, summary: dict[str, Scalar], files: list[Path]) -> None:
         """The comparison's own record: its verdict and numbers, ``compare.json``, plots and ``report.html``."""
         self._each("group", summary, [f for f in files if f.exists()])
 
 
 def open_trackers(recipe: Any, folder: Path, *, group: str | None = None, seeds: int = 1,
-                  on_event: Callable[[str, dict[str, Any]], None] | None = None) -> Trackers | None:
+                  on_event: Event | None = None) -> Trackers | None:
     """The recipe's trackers (None when it names none, and on ranks other than 0), warning through ``on_event``."""
     if not recipe.report_to or not parallel.is_main():
         return None

@@ -33,7 +33,7 @@ from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
 from siftcli.sweep.trial import higher_is_better, recipe_sha256, run_trial
-from siftcli.sweep.workers import Pool, WorkloadCache
+from siftcli.sweep.workers import Pool, Reply, WorkloadCache
 from siftcli.workload.build import build_workload
 
 #: How often the parent refreshes its trials' liveness and looks at the other machines' (seconds).
@@ -249,7 +249,7 @@ def _gpu_count() -> int:
         return 0
 
 
-def _tell(study: Any, number: int, sweep_dir: Path, code: int, reply: dict[str, Any] | None, seconds: float,
+def _tell(study: Any, number: int, sweep_dir: Path, code: int, reply: Reply | None, seconds: float,
           full_seconds: float, settings: SweepSettings, emit: Any) -> None:
     """Tell the study how trial ``number`` ended, with what the summary needs as its attributes (every machine
     summarises from the study, so its trial folders need not be shared)."""
@@ -262,7 +262,7 @@ def _tell(study: Any, number: int, sweep_dir: Path, code: int, reply: dict[str, 
     emit("trial_end", {"number": number, "state": study.get_trials(deepcopy=False)[number].state.name})
 
 
-def _record(study: Any, trial: Any, sweep_dir: Path, code: int, reply: dict[str, Any] | None, seconds: float,
+def _record(study: Any, trial: Any, sweep_dir: Path, code: int, reply: Reply | None, seconds: float,
             full_seconds: float, settings: SweepSettings, optuna: Any) -> None:
     number = trial.number
     path = sweep_dir / f"trial-{number}" / "trial.json"

@@ -10,7 +10,7 @@ from typing import Any
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.sweep import study as studies
-from siftcli.sweep.space import BETA_RANGE, parse_space
+from siftcli.sweep.space import BETA_RANGE, Params, ParamSpec, parse_space
 
 #: Fractions of the full baseline's steps that the baseline frontier trains (train-less arms).
 FRONTIER = (0.25, 0.5, 0.75, 1.0)
@@ -28,7 +28,7 @@ class SweepSettings:
 
     mode: str = "budget"  # budget: one objective, Hyperband; pareto: (metric, wall-clock), no pruning
     trials: int = 12
-    space: dict[str, dict[str, Any]] = field(default_factory=dict)
+    space: dict[str, ParamSpec] = field(default_factory=dict)
     grid: bool = False
     frontier: list[float] = field(default_factory=lambda: list(FRONTIER))
     max_time_ratio: float | None = None  # budget: trials slower than this share of the full baseline are infeasible
@@ -36,7 +36,7 @@ class SweepSettings:
     storage: str = ""  # Optuna storage URL; empty: a journal file in the sweep folder
     study: str = "siftcli-sweep"
     seed: int = 0
-    enqueue: list[dict[str, Any]] = field(default_factory=list)  # parameter sets to try first (replays)
+    enqueue: list[Params] = field(default_factory=list)  # parameter sets to try first (replays)
     fresh_processes: bool = False  # one process per trial (cold start each time): the benchmark's opponent
     stale_seconds: float = 120.0  # another machine's trial silent this long is failed and queued again
 

@@ -7,12 +7,28 @@ import itertools
 import math
 from typing import Any
 
+from typing_extensions import TypedDict
+
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import HOLDOUT_KINDS, Recipe, validate_recipe
+
 
 #: What a sweep may search: sift keys and their kind. ``reference`` takes ``cross-fit``, ``holdout:FRACTION`` (also
 #: ``ngram:FRACTION``, ``naive-bayes:FRACTION``) or ``model:SOURCE`` (a reference kind with its one setting);
 #: ``reference_epochs`` is ``sift.reference.epochs``.
+class ParamSpec(TypedDict, total=False):
+    """One searched key: ``kind`` float or int with ``low``, ``high`` and ``log``, or choice with ``values``."""
+
+    kind: str
+    low: float
+    high: float
+    log: bool
+    values: list[Any]
+
+
+#: One point of the space: a value per searched key (what Optuna suggests, or a grid point).
+Params = dict[str, float | int | str]
+
 #: The searched beta range when neither --betas nor --beta-range is given (log scale).
 BETA_RANGE = "0.25:8"
 SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_length": "int", "keep_fraction": "float",
@@ -20,10 +36,11 @@ SEARCHABLE = {"beta": "float", "sift_delay_fraction": "float", "loss_history_len
               "scoring": "choice", "score": "choice", "memory_refresh": "choice", "reference": "choice",
               "reference_epochs": "float"}
 
-def parse_space(recipe: Recipe, *, betas: str | None, beta_range: str | None, params: list[str] | None) -> tuple[dict, bool]:
+def parse_space(recipe: Recipe, *, betas: str | None, beta_range: str | None,
+                params: list[str] | None) -> tuple[dict[str, ParamSpec], bool]:
     """``--betas`` (a grid), ``--beta-range LOW:HIGH`` (log scale) and ``--param key=LOW:HIGH[:log]`` or
     ``key=a,b,c`` as a search space; every bound is validated against the recipe, so a bad space is one line."""
-    space: dict[str, dict[str, Any]] = {}
+    space: dict[str, ParamSpec] = {}
     grid = betas is not None
     if grid:
         space["beta"] = {"kind": "choice", "values": _numbers("--betas", betas)}
@@ -93,7 +110,7 @@ def _coerce(value: str, kind: str) -> Any:
         raise SiftcliError(f"--param: {value!r} is not a{'n integer' if kind == 'int' else ' number'}") from None
 
 
-def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
+def apply_params(recipe: Recipe, params: Params) -> Recipe:
     """The recipe with a trial's sift settings (validated: a bad combination is one line)."""
     raw = recipe.model_dump(mode="json")
     params = dict(params)
@@ -118,7 +135,7 @@ def apply_params(recipe: Recipe, params: dict[str, Any]) -> Recipe:
     return validate_recipe(raw, "sweep trial")
 
 
-def grid_points(settings: Any) -> list[dict[str, Any]]:
+def grid_points(settings: Any) -> list[Params]:
     """Every combination of a ``--betas`` grid (empty for a searched space)."""
     if not settings.grid:
         return []
@@ -126,7 +143,7 @@ def grid_points(settings: Any) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(settings.space[k]["values"] for k in keys))]
 
 
-def _distributions(space: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _distributions(space: dict[str, ParamSpec]) -> dict[str, Any]:
     import optuna
 
     out = {}

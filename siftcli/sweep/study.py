@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from siftcli.errors import SiftcliError, first_line
+from siftcli.sweep.space import Params
 
 OWNER = "siftcli_owner"
 ALIVE = "siftcli_alive"
@@ -237,7 +238,7 @@ def counted(study: Any) -> Count:
     return Count(finished, running, waiting, len(numbers), tuple(numbers))
 
 
-def enqueue(study: Any, params: dict[str, Any], replaces: int | None = None) -> None:
+def enqueue(study: Any, params: Params, replaces: int | None = None) -> None:
     """Queue a parameter set (the grid, a replay, or the copy of interrupted trial ``replaces``)."""
     study.enqueue_trial(params, user_attrs=None if replaces is None else {REPLACES: replaces}, skip_if_exists=False)
 

@@ -6,8 +6,11 @@ import hashlib
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from typing_extensions import TypedDict
 
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import run_one
@@ -16,7 +19,7 @@ from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_write_json, read_json
 from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
-from siftcli.sweep.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
+from siftcli.sweep.space import SEARCHABLE, Params, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
 from siftcli.tasks import TASKS
 from siftcli.training.record import keep_value
 from siftcli.workload.build import build_workload, check_sift_fits, workload_key
@@ -39,7 +42,25 @@ def recipe_sha256(recipe: Recipe) -> str:
 
 
 # -- one trial (in a worker) ----------------------------------------------------------------------------
-def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | None = None) -> dict[str, Any]:
+class TrialRecord(TypedDict, total=False):
+    """``trial-N/trial.json``: one trial's outcome (``complete`` or ``pruned``), its parameters, cost and curve."""
+
+    state: str
+    number: int
+    params: Params
+    metric: str
+    higher_is_better: bool
+    train_seconds: float
+    optimizer_steps: int
+    final: dict[str, float | None]
+    kept: float | None  # the achieved kept fraction (complete trials)
+    scoring_cost: float | None
+    pruned_at_raw_batch: int  # pruned trials
+    startup_seconds: float  # from hand-over to training
+    curve: list[dict[str, float | None]]
+
+
+def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | None = None) -> TrialRecord:
     """Train trial ``number`` of the sweep in ``sweep_dir``; report evaluations; stop when pruned. ``cache`` (a
     :class:`~siftcli.sweep.workers.WorkloadCache`) keeps the workload between trials; ``sent``: when the trial was handed
     over (its start-up, the time until training starts, is reported)."""
@@ -57,7 +78,7 @@ def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | 
     params = trial.params
     recipe = apply_params(base, params)
     workload, initial = cache.get(recipe)
-    curve: list[dict[str, Any]] = []
+    curve: list[Mapping[str, Any]] = []
     pruned_at: list[int] = []
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
@@ -81,7 +102,7 @@ def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | 
         metrics = run_one(SeedContext(recipe, workload, initial), "sifted", folder, on_event)
     except optuna.TrialPruned:
         last = curve[-1]
-        result = {"state": "pruned", "pruned_at_raw_batch": pruned_at[0], "train_seconds": last["train_seconds"],
+        result: TrialRecord = {"state": "pruned", "pruned_at_raw_batch": pruned_at[0], "train_seconds": last["train_seconds"],
                   "optimizer_steps": last["step"], "final": {k: last.get(k) for k in ("loss", workload.metric)}}
     else:
         result = {"state": "complete", "train_seconds": metrics["train_seconds"], "optimizer_steps": metrics["optimizer_steps"],

@@ -28,13 +28,25 @@ import traceback
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
+
+from typing_extensions import TypedDict
 
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.sweep.trial import WorkloadCache, run_trial
 
 #: The worker process; tests point it elsewhere to exercise crashes.
 WORKER_COMMAND = [sys.executable, "-m", "siftcli.sweep.workers"]
+
+
+class Reply(TypedDict, total=False):
+    """A worker's answer for one trial, one JSON line: its exit code (0: the trial ran, whatever its outcome), the
+    error where it failed, and its start-up seconds."""
+
+    number: int
+    code: int
+    error: str
+    startup_seconds: float | None
 
 
 def serve(sweep_dir: Path, lines: Iterable[str], out: IO[str], *, once: bool = False, cache: WorkloadCache | None = None) -> int:
@@ -45,7 +57,7 @@ def serve(sweep_dir: Path, lines: Iterable[str], out: IO[str], *, once: bool = F
             continue
         request = json.loads(line)
         number = int(request["number"])
-        reply: dict[str, Any] = {"number": number, "code": 0}
+        reply: Reply = {"number": number, "code": 0}
         with _stderr_to(sweep_dir / f"trial-{number}" / "stderr.txt"):
             try:
                 result = run_trial(sweep_dir, number, cache=cache, sent=request.get("sent"))
@@ -116,7 +128,7 @@ class Finished:
 
     number: int
     code: int
-    reply: dict[str, Any] | None
+    reply: Reply | None
     seconds: float
 
 

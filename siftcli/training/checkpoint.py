@@ -13,7 +13,7 @@ import random
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -21,11 +21,20 @@ from siftcli import parallel
 from siftcli.errors import SiftcliError, first_line
 from siftcli.runio import atomic_torch_save, atomic_write_text
 
+
+class Stateful(Protocol):
+    """A part of a run a checkpoint holds: the model, optimizer, scaler, loader, a teacher's cache and gate."""
+
+    def state_dict(self) -> Any: ...
+
+    def load_state_dict(self, state: Any) -> Any: ...
+
+
 #: Parts each rank holds its own of (its shard's loader state); the rest are the same on every rank.
 PER_RANK = ("loader", "teacher")  # the teacher's cache holds this rank's shard
 
 
-def save(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Any], started: float) -> None:
+def save(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful], started: float) -> None:
     """Rank 0 writes one file holding the shared parts once (a ZeRO optimizer consolidated first) and every
     rank's own: its loop state, loader state and RNG (collected from all ranks; a collective under torchrun)."""
     if run_dir is None:
@@ -46,7 +55,7 @@ def save(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Any], star
     state.phases["checkpoint"] += time.perf_counter() - t0
 
 
-def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Any], device: torch.device) -> None:
+def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful], device: torch.device) -> None:
     path = run_dir / "checkpoint.pt" if run_dir else None
     if path is None or not path.exists():
         raise SiftcliError(f"--resume {run_dir}: no checkpoint.pt in that folder; nothing to resume")

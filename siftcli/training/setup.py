@@ -20,6 +20,7 @@ from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.sifter import SiftConfig
 from siftcli.training import compiling
+from siftcli.training.checkpoint import Stateful
 from siftcli.training.distill import distill_loss
 from siftcli.training.losses import LabelLoss, StepLoss
 from siftcli.training.state import Budget, Reference, RunState
@@ -167,7 +168,7 @@ class Run:
     loss: StepLoss
     budget: Budget
     state: RunState
-    parts: dict[str, Any]
+    parts: dict[str, Stateful]
 
 
 def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, reference: Reference | None,
@@ -187,7 +188,7 @@ def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, refer
                              generator=torch.Generator())  # its own: evaluating must not move the training RNG
     optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay, recipe.optim.zero)
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
-    parts: dict[str, Any] = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
+    parts: dict[str, Stateful] = {"model": model, "optimizer": optimizer, "loader": loader, "scaler": scaler}
     loss: StepLoss = LabelLoss(workload.loss_fn)  # the scoring pass always uses the student's own loss
     if recipe.distill is not None:
         loss = parts["teacher"] = distill_loss(recipe.distill, workload, device, run_dir, recipe.seed)

@@ -16,6 +16,8 @@ from typing import Any
 
 import torch
 
+from siftcli.workload.rows import Row
+
 _MIX = 0x9E3779B97F4A7C15  # a 64-bit odd constant: spreads (seed, epoch, index) over the generator's seeds
 
 
@@ -33,7 +35,7 @@ class TextAugment:
     mask_id: int
     special_ids: frozenset[int]
 
-    def __call__(self, sample: dict[str, Any], index: int, epoch: int) -> dict[str, Any]:
+    def __call__(self, sample: Row, index: int, epoch: int) -> Row:
         ids = [int(t) for t in sample["input_ids"]]
         g = _generator(self.seed, epoch, index)
         draws = torch.rand(len(ids), generator=g).tolist()
