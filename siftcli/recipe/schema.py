@@ -259,7 +259,7 @@ class DistillSpec(_Strict):
 
 class Recipe(_Strict):
     """One fine-tune, fully described. The loop reads its run settings from it; the engine gets a plain `SiftConfig`
-    built from its `sift` section (`builders.sift_config`) and never sees the recipe."""
+    built from its `sift` section (`training.setup.sift_config`) and never sees the recipe."""
 
     name: str = "run"
     task: TaskName = "text-classification"

@@ -1,5 +1,5 @@
 """Training rows from loaded data: tokenizing, collating into batches, and the per-row marks a benchmark or report
-needs (flipped labels, groups, a held-out part for a reference). The builders call these; the engine never does."""
+needs (flipped labels, groups, a held-out part for a reference). The workload builder calls these; the engine never does."""
 
 from __future__ import annotations
 
