@@ -47,8 +47,10 @@ def test_dicts_are_accepted_and_defaults_match_the_docs() -> None:
     cfg = RelativeProbabilisticSiftConfig(beta_value=1, loss_history_length=50,
                                           loss_based_sift_config={"sift_config": {"sift_delay": 3}})
     assert cfg.to_sift_config().sift_delay == 3
-    loader = SiftingDataloader({"beta_value": 1, "loss_history_length": 50}, _data(), torch.nn.Linear(4, 2), CELoss())
-    assert loader.config.sift_delay == 1000
+    loader = SiftingDataloader({"beta_value": 1, "loss_history_length": 50}, _data(), None, CELoss(), torch.nn.Linear(4, 2))
+    assert loader.config.sift_delay == 1000  # the documented positional order: config, loader, transforms, loss, model
+    with pytest.raises(TypeError, match="documented order"):
+        SiftingDataloader({"beta_value": 1, "loss_history_length": 50}, _data(), torch.nn.Linear(4, 2), CELoss())
     with pytest.raises(TypeError):
         SiftLoss()  # abstract
 

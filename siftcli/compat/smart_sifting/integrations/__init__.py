@@ -1,0 +1,1 @@
+"""Mirrors the module path of SageMaker smart sifting's package of the same name."""
