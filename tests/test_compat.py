@@ -242,3 +242,33 @@ def test_the_lightning_data_module_shape_logs_the_kept_fraction(tmp_path: Path) 
     metrics = trainer.callback_metrics
     assert 0 < float(metrics["sift/kept_fraction"]) < 1 and float(metrics["sift/num_orig_samples_seen"]) == 192
     assert 0 < float(metrics["sift/epoch_kept_fraction"]) <= 1
+
+
+def test_the_transformers_custom_setup_wraps_the_trainers_own_loader(tmp_path: Path) -> None:
+    """The guide's custom setup: a Trainer subclass returns a SiftingDataloader over ``super().get_train_dataloader()``
+    (accelerate's loader, whose ``batch_size`` is None)."""
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
+
+    class HFLoss(Loss):
+        def loss(self, model: torch.nn.Module, transformed_batch: Any, original_batch: Any = None) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(model(**original_batch).logits, original_batch["labels"], reduction="none")
+
+    class SiftingImplementedTrainer(Trainer):
+        def get_train_dataloader(self) -> SiftingDataloader:
+            dl = super().get_train_dataloader()
+            self.sifting = SiftingDataloader(sift_config=_config(), orig_dataloader=dl, loss_impl=HFLoss(), model=self.model)
+            return self.sifting
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=16, num_labels=2))
+    g = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(1, 50, (8,), generator=g), "labels": int(i % 2)} for i in range(64)]
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
+                             save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True,
+                             gradient_accumulation_steps=2, eval_strategy="epoch", per_device_eval_batch_size=8)
+    trainer = SiftingImplementedTrainer(model=model, args=args, train_dataset=rows, eval_dataset=rows[:16])
+    trainer.train()
+    stats = trainer.sifting.stats
+    assert stats.raw_samples == 128 and 0 < stats.kept_samples < 128 and trainer.sifting.batch_size == 8
+    assert sum("eval_loss" in h for h in trainer.state.log_history) == 2  # evaluated every epoch

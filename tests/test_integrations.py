@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -163,3 +164,130 @@ def test_hf_trainer_records_training_losses_with_gradient_accumulation(tmp_path:
     assert loader.stats.scored_samples == 0  # epoch 1 (the delay) filled the memory from the training forward
     assert loader.stats.memory_samples == 64
     assert torch.equal(loader.memory.loss, torch.stack([r["input_ids"][0] for r in rows]).float())  # each on its own sample
+
+
+def _resume_trainer(tmp_path: Path, out: str) -> Any:
+    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=16, num_labels=2,
+                                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    g = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(1, 50, (8,), generator=g), "labels": int(i % 2)} for i in range(64)]
+    args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
+                             save_strategy="steps", save_steps=3, logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0)
+    return SiftingTrainer(model=model, args=args, train_dataset=rows,
+                          sift_config=SiftConfig(beta=1.0, sift_delay=2, mode="calibrated", seed=1))
+
+
+def test_sifting_trainer_resumes_mid_epoch_with_the_uninterrupted_runs_decisions_and_weights(tmp_path: Path) -> None:
+    whole = _resume_trainer(tmp_path, "whole")
+    whole.train()
+    steps_per_epoch = len(whole.sifting_loader)
+    assert 3 % steps_per_epoch != 0  # checkpoint-3 is inside an epoch
+    checkpoint = tmp_path / "whole" / "checkpoint-3"
+    assert (checkpoint / "sifting_loader_rank0.pt").exists()
+    resumed = _resume_trainer(tmp_path, "resumed")
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    a, b = whole.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the same kept samples in the same order, the same weights
+    assert resumed.sifting_loader.stats.kept_samples == whole.sifting_loader.stats.kept_samples
+    assert resumed.state.global_step == whole.state.global_step
+    assert resumed.args.ignore_data_skip is False  # the user's setting is back
+    kept = [h["sift_kept_fraction"] for h in whole.state.log_history if "sift_kept_fraction" in h]
+    assert kept and all(0 < k <= 1 for k in kept)
+
+
+def test_an_accelerate_loader_draws_a_new_order_every_epoch_when_the_loop_stops_at_len() -> None:
+    """The Hugging Face Trainer takes len() batches and stops; accelerate's loader only advances its epoch when a pass
+    runs to the end, so the sifting loader tells it the epoch (else every epoch repeats the first one's order)."""
+    from accelerate import Accelerator
+
+    from siftcli.sift import SiftingDataLoader, cross_entropy_loss
+
+    x = torch.randn(32, 4, generator=torch.Generator().manual_seed(0))
+    base = Accelerator(cpu=True).prepare(DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=4, shuffle=True))
+    loader = SiftingDataLoader(base, torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(mode="all"))
+    orders: list[list[int]] = []
+    loader.add_batch_hook(lambda d: orders[-1].extend(d.indices.tolist()))
+    for _ in range(3):
+        orders.append([])
+        batches = iter(loader)
+        for _ in range(len(loader)):  # the Trainer's way: exactly len() batches, never the end of the pass
+            next(batches)
+    assert all(sorted(o) == list(range(32)) for o in orders)
+    assert orders[0] != orders[1] != orders[2]
+
+
+def test_lightning_tutorial_shape_a_data_module_validates_every_epoch(tmp_path: Path) -> None:
+    """Lightning's tutorial shape: the DataModule owns train_dataloader and passes itself; the helper finds the module
+    through the trainer. In calibrated mode every epoch yields the len() batches Lightning planned, so it validates
+    every epoch and ModelCheckpoint(monitor=...) sees each."""
+    import lightning.pytorch as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from siftcli.integrations.lightning import SiftedTrainingStep, sifting_dataloader
+    from siftcli.sift.losses import cross_entropy_loss
+
+    class Module(SiftedTrainingStep, L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(4, 2)
+            self.validated: list[int] = []
+            self.yielded: list[tuple[int, int]] = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def on_train_epoch_end(self) -> None:
+            self.yielded.append((self.trainer.fit_loop.epoch_loop.batch_idx + 1, len(self.sifted)))
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            x, y = batch
+            self.log("val_loss", torch.nn.functional.cross_entropy(self(x), y))
+
+        def on_validation_epoch_end(self) -> None:
+            if not self.trainer.sanity_checking:
+                self.validated.append(self.current_epoch)
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    class Data(L.LightningDataModule):
+        def train_dataloader(self) -> Any:
+            return sifting_dataloader(self, _data(256), SiftConfig(beta=3.0, sift_delay=0, seed=3, mode="calibrated"), cross_entropy_loss)
+
+        def val_dataloader(self) -> DataLoader:
+            return _data(64)
+
+    L.seed_everything(0)
+    module = Module()
+    best = ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), monitor="val_loss", save_top_k=1)
+    trainer = L.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, callbacks=[best], enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=str(tmp_path))
+    trainer.fit(module, Data())
+    assert module.validated == [0, 1, 2], (module.validated, module.yielded)
+    assert all(done == planned for done, planned in module.yielded), module.yielded
+    assert best.best_model_path and Path(best.best_model_path).exists()
+
+
+def test_under_ddp_each_rank_reads_its_own_shard() -> None:
+    """Lightning gives a plain DataLoader a DistributedSampler; it cannot see inside the sifting loader, so the helper
+    does it (a trainer of two processes, rank 1, as Lightning's own object would say)."""
+    from types import SimpleNamespace
+
+    from siftcli.integrations.lightning import sifting_dataloader
+    from siftcli.sift.losses import cross_entropy_loss
+
+    module = torch.nn.Linear(4, 2)
+    module.trainer = SimpleNamespace(world_size=2, global_rank=1, max_epochs=1)
+    x = torch.randn(40, 4)
+    base = DataLoader(TensorDataset(x, torch.zeros(40, dtype=torch.long)), batch_size=4, shuffle=True, drop_last=False)
+    loader = sifting_dataloader(module, base, SiftConfig(mode="all"), cross_entropy_loss)
+    sampler = loader.dataloader.sampler
+    assert isinstance(sampler, torch.utils.data.DistributedSampler) and sampler.rank == 1 and sampler.num_replicas == 2
+    assert sampler.shuffle and loader.dataloader.batch_size == 4
+    assert len(loader) == len(list(loader)) == 5  # 20 rows of 40, in batches of 4

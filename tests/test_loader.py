@@ -351,3 +351,18 @@ def test_fresh_scores_are_age_zero_and_each_pair_of_epochs_has_an_overlap() -> N
         list(loader)
     assert loader.stats.score_ages == [loader.stats.sifted_raw_samples] and loader.stats.score_unknown == 0
     assert len(loader.stats.kept_overlap) == 2 and all(0 < o <= 1 for o in loader.stats.kept_overlap)
+
+
+@pytest.mark.parametrize("make_sampler", [
+    lambda ds: torch.utils.data.DistributedSampler(ds, num_replicas=2, rank=0, shuffle=False),
+    lambda ds: torch.utils.data.SubsetRandomSampler(range(10), generator=torch.Generator().manual_seed(0)),
+    lambda ds: torch.utils.data.WeightedRandomSampler([1.0] * len(ds), 12, generator=torch.Generator().manual_seed(0)),
+], ids=["distributed", "subset", "weighted"])
+def test_len_counts_the_batches_the_sampler_really_gives(make_sampler) -> None:  # noqa: ANN001
+    """A loop plans its steps and schedule from len(): it must be the batches of the rows the sampler draws, not of the
+    whole data set (a DistributedSampler over two ranks gives each half)."""
+    x = torch.randn(30, 3)
+    ds = torch.utils.data.TensorDataset(x, torch.zeros(30, dtype=torch.long))
+    base = DataLoader(ds, batch_size=4, sampler=make_sampler(ds))
+    loader = SiftingDataLoader(base, torch.nn.Linear(3, 2), cross_entropy_loss, SiftConfig(mode="all"))
+    assert len(loader) == len(list(loader)) == len(base)

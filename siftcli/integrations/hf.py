@@ -1,15 +1,27 @@
-"""Hugging Face ``Trainer`` with sifting: the training loop stays the Trainer's own."""
+"""Hugging Face ``Trainer`` with sifting: the training loop stays the Trainer's own.
+
+The sifting loader's state (history, keep decisions, the position in the epoch) is saved in every checkpoint the
+Trainer writes (``sifting_loader_rank{N}.pt``) and restored when training resumes from it, so a resumed run continues
+with the decisions the uninterrupted one would have made. The loader resumes mid-epoch by itself, so for that resume
+the Trainer's own batch skipping is turned off (``ignore_data_skip``, restored afterwards). The kept fraction goes into
+every training log (``log_history``, the metrics, each ``report_to`` tracker) as ``sift_kept_fraction``.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 import torch
 from transformers import Trainer
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss, hf_loss
 from siftcli.sift.sifter import SiftConfig
+
+logger = logging.getLogger(__name__)
 
 
 class SiftingTrainer(Trainer):
@@ -30,6 +42,7 @@ class SiftingTrainer(Trainer):
         self.sift_loss = sift_loss or hf_loss
         self.pad_token_id = pad_token_id
         self.sifting_loader: SiftingDataLoader | None = None
+        self._sift_resume: str | None = None  # the checkpoint a resumed train() restores the loader from
         self.loss_is_scaled_for_ga = False  # compute_loss returns a per-micro-batch mean: the Trainer divides by GA
 
     def get_train_dataloader(self) -> SiftingDataLoader:
@@ -38,7 +51,48 @@ class SiftingTrainer(Trainer):
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
                                                 batch_size=self._train_batch_size, pad_values=pad,
                                                 epochs=self.args.num_train_epochs)
+        saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
+        if saved and os.path.exists(saved):
+            self.sifting_loader.load_state_dict(torch.load(saved, weights_only=True))
         return self.sifting_loader
+
+    def _sift_state_path(self, checkpoint: str) -> str:
+        return os.path.join(checkpoint, f"sifting_loader_rank{self.args.process_index}.pt")
+
+    def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
+        """As ``Trainer.train``; resuming restores the sifting loader's state from the checkpoint (a checkpoint without
+        it, written by a plain ``Trainer``, restarts the interrupted epoch from its beginning, with a warning)."""
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        self._sift_resume = resume_from_checkpoint or None
+        skip = self.args.ignore_data_skip
+        if self._sift_resume:
+            if not os.path.exists(self._sift_state_path(self._sift_resume)):
+                logger.warning("%s holds no sifting state: the interrupted epoch starts again from its beginning",
+                               self._sift_resume)
+            self.args.ignore_data_skip = True  # the loader resumes mid-epoch itself; skipping batches too would lose them
+        try:
+            return super().train(resume_from_checkpoint, *args, **kwargs)
+        finally:
+            self.args.ignore_data_skip = skip
+            self._sift_resume = None
+
+    def _save_checkpoint(self, model: Any, trial: Any) -> None:
+        super()._save_checkpoint(model, trial)
+        if self.sifting_loader is None:
+            return
+        folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        path = self._sift_state_path(folder)
+        tmp = f"{path}.tmp"
+        torch.save(self.sifting_loader.state_dict(), tmp)
+        os.replace(tmp, path)  # each rank its own file; a crash leaves the old one or none, never half of one
+
+    def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+        """Every training log carries the kept fraction so far (``sift_kept_fraction``)."""
+        st = self.sifting_loader.stats if self.sifting_loader is not None else None
+        if st is not None and st.raw_samples and self.model is not None and self.model.training:
+            logs = {**logs, "sift_kept_fraction": st.kept_samples / st.raw_samples}
+        super().log(logs, *args, **kwargs)
 
     def compute_loss(self, model: torch.nn.Module, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:

@@ -17,24 +17,58 @@ with its own ``training_step`` returns ``self.sifted.training_loss(per_sample_lo
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.sifter import SiftConfig
 
 
-def sifting_dataloader(module: torch.nn.Module, dataloader: Any, config: SiftConfig, loss_fn: PerSampleLoss,
+def sifting_dataloader(module: Any, dataloader: Any, config: SiftConfig, loss_fn: PerSampleLoss,
                        **kwargs: Any) -> SiftingDataLoader:
-    """Wrap ``dataloader`` so the LightningModule ``module`` scores its own batches (also ``module.sifted``)."""
+    """Wrap ``dataloader`` so the LightningModule scores its own batches (also ``module.sifted``).
+
+    ``module`` is the LightningModule, or a LightningDataModule (the module is then found through its trainer, as in
+    Lightning's own tutorials where the DataModule owns ``train_dataloader``). Under DDP a plain ``DataLoader`` gets a
+    ``DistributedSampler`` here, as Lightning gives one to a loader it sees itself (it cannot see inside this one), so
+    each rank reads its own shard.
+
+    Lightning validates at an epoch's end when the batch index reaches the batches ``len()`` planned at the start of
+    fit, and it does not look ahead for a loader with a length: an epoch that yields fewer batches ends without
+    validating. ``mode="calibrated"`` keeps an exact fraction of every raw batch, so every epoch yields ``len()``
+    batches and validates (tested); with ``probabilistic`` the count varies by a batch or two.
+    """
+    trainer = getattr(module, "_trainer", None) or getattr(module, "trainer", None)
+    model = module
+    if not isinstance(module, torch.nn.Module) or not any(True for _ in module.parameters()):
+        model = getattr(trainer, "lightning_module", None)
+        if model is None:
+            raise ValueError("sifting_dataloader: the first argument has no parameters and no trainer to find the "
+                             "LightningModule through; pass the LightningModule (self in its train_dataloader), or call "
+                             "this from a DataModule's train_dataloader while the Trainer runs")
     if config.anneal_fraction and "epochs" not in kwargs:
-        trainer = getattr(module, "_trainer", None)
         kwargs["epochs"] = getattr(trainer, "max_epochs", None)
-    loader = SiftingDataLoader(dataloader, module, loss_fn, config, **kwargs)
-    module.sifted = loader
+    loader = SiftingDataLoader(_sharded(dataloader, trainer), model, loss_fn, config, **kwargs)
+    model.sifted = loader
     return loader
+
+
+def _sharded(dataloader: Any, trainer: Any) -> Any:
+    """A plain ``DataLoader`` re-made with a ``DistributedSampler`` when the trainer runs several processes (Lightning's
+    own helper re-makes it with every argument it was given)."""
+    world = int(getattr(trainer, "world_size", 1) or 1)
+    if world < 2 or type(dataloader) is not DataLoader or isinstance(dataloader.sampler, DistributedSampler):
+        return dataloader
+    from lightning.fabric.utilities.data import _update_dataloader
+
+    shuffle = isinstance(dataloader.sampler, RandomSampler)
+    sampler = DistributedSampler(dataloader.dataset, num_replicas=world, rank=int(trainer.global_rank), shuffle=shuffle,
+                                 seed=int(os.environ.get("PL_GLOBAL_SEED", 0)))
+    return _update_dataloader(dataloader, sampler)
 
 
 class SiftedTrainingStep:

@@ -103,9 +103,29 @@ def dataset_len(dataloader: Any) -> int | None:
         return None
 
 
+def sampled_len(dataloader: Any) -> int | None:
+    """Samples one epoch of ``dataloader`` draws, where its sampler says (a ``DistributedSampler``'s share of the data,
+    a subset, a weighted sampler's ``num_samples``); ``None`` where it cannot tell or drops the last partial batch."""
+    if getattr(dataloader, "drop_last", False):
+        return None
+    sampler = getattr(getattr(dataloader, "batch_sampler", None), "sampler", None) or getattr(dataloader, "sampler", None)
+    try:
+        return len(sampler) if sampler is not None else dataset_len(dataloader)
+    except TypeError:
+        return dataset_len(dataloader)
+
+
 def set_epoch(dataloader: Any, epoch: int) -> None:
     """Tell a seeded or distributed sampler which epoch starts, so its order is reproducible; and a dataset that
-    changes its samples by epoch (seeded augmentation), so a resumed run sees what the uninterrupted one saw."""
+    changes its samples by epoch (seeded augmentation), so a resumed run sees what the uninterrupted one saw.
+
+    A loader with its own ``set_epoch`` (accelerate's, which the Hugging Face Trainer hands out) is told directly: it
+    sets its sampler's epoch from its own counter at every pass, and that counter only advances when a pass runs to
+    the end, which a loop that stops after ``len()`` batches never lets it do (every epoch would repeat the first
+    one's order)."""
+    if callable(getattr(dataloader, "set_epoch", None)):
+        dataloader.set_epoch(epoch)
+        return
     dataset = getattr(dataloader, "dataset", None)
     if dataset is not None and hasattr(dataset, "set_epoch"):
         dataset.set_epoch(epoch)
@@ -113,3 +133,15 @@ def set_epoch(dataloader: Any, epoch: int) -> None:
         if holder is not None and hasattr(holder, "set_epoch"):
             holder.set_epoch(epoch)
             return
+
+
+def loader_batch_size(dataloader: Any) -> int | None:
+    """The per-step batch size of a DataLoader, also one built from a batch sampler or wrapped by accelerate (whose
+    ``batch_size`` is ``None``: the sampler knows it)."""
+    for holder in (dataloader, getattr(dataloader, "batch_sampler", None), getattr(dataloader, "base_dataloader", None)):
+        size = getattr(holder, "batch_size", None)
+        if isinstance(size, int) and size > 0:
+            return size
+    inner = getattr(getattr(dataloader, "batch_sampler", None), "batch_sampler", None)  # accelerate's BatchSamplerShard
+    size = getattr(inner, "batch_size", None)
+    return size if isinstance(size, int) and size > 0 else None

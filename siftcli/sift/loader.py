@@ -17,7 +17,7 @@ import torch
 from siftcli.sift import batching
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
-from siftcli.sift.indices import IndexTracker, dataset_len, model_device, set_epoch
+from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
@@ -77,7 +77,7 @@ class SiftingDataLoader:
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False) -> None:
         self.dataloader = dataloader
         self.config = config or SiftConfig()
-        self.batch_size = int(batch_size or getattr(dataloader, "batch_size", None) or 0)
+        self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
         if self.batch_size < 1:
             raise ValueError("batch_size is unknown: pass batch_size= or wrap a DataLoader that has one")
         if precision not in ("fp32", "bf16", "fp16", "auto"):
@@ -139,7 +139,8 @@ class SiftingDataLoader:
         delay that has not started yet is counted as lasting the whole epoch (an upper bound).
         """
         raw_batches = len(self.dataloader)
-        n_samples = dataset_len(self.dataloader) or raw_batches * self.batch_size
+        sampled = sampled_len(self.dataloader)  # this rank's share, under a distributed or sharding sampler
+        n_samples = min(sampled, raw_batches * self.batch_size) if sampled else raw_batches * self.batch_size
         whole = self.sifter.kept_whole(raw_batches, mid_epoch=self._active or self._resume_mid_epoch)
         whole_samples = min(n_samples, whole * self.batch_size)
         kept = whole_samples + (n_samples - whole_samples) * self.config.target_keep_fraction

@@ -21,6 +21,7 @@ import torch
 from siftcli.compat.smart_sifting.data_model.data_model_interface import SiftingBatch, SiftingBatchTransform
 from siftcli.compat.smart_sifting.loss.abstract_sift_loss_module import Loss
 from siftcli.compat.smart_sifting.sift_config.sift_configs import RelativeProbabilisticSiftConfig
+from siftcli.sift.indices import loader_batch_size
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.stats import BatchDecision
 
@@ -56,18 +57,6 @@ class _Rows:
             self.rows.pop(key, None)
 
 
-def _batch_size(dataloader: Any) -> int | None:
-    """The per-step batch size of a DataLoader, also one built from a batch sampler or wrapped by accelerate (whose
-    ``batch_size`` is ``None``: the sampler knows it)."""
-    for holder in (dataloader, getattr(dataloader, "batch_sampler", None), getattr(dataloader, "base_dataloader", None)):
-        size = getattr(holder, "batch_size", None)
-        if isinstance(size, int) and size > 0:
-            return size
-    inner = getattr(getattr(dataloader, "batch_sampler", None), "batch_sampler", None)  # accelerate's BatchSamplerShard
-    size = getattr(inner, "batch_size", None)
-    return size if isinstance(size, int) and size > 0 else None
-
-
 class SiftingDataloader(SiftingDataLoader):
     """``SiftingDataloader(sift_config, orig_dataloader, batch_transforms=None, loss_impl, model, log_batch_data=False,
     batch_format_index=None)``, as documented; ``batch_size=`` names the batch size where the DataLoader does not
@@ -94,7 +83,7 @@ class SiftingDataloader(SiftingDataLoader):
                              "the samples) or 1 (dimension 1 does)")
         if isinstance(sift_config, dict):
             sift_config = RelativeProbabilisticSiftConfig(**sift_config)
-        size = batch_size or _batch_size(orig_dataloader)
+        size = batch_size or loader_batch_size(orig_dataloader)
         if not size:
             raise ValueError("SiftingDataloader: the batch size is unknown (this DataLoader has none, as with a batch "
                              "sampler or accelerate's loader): pass batch_size=")
