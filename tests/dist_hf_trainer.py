@@ -28,6 +28,7 @@ stats = trainer.sifting_loader.stats
 weights = hashlib.sha1(b"".join(p.detach().numpy().tobytes() for p in trainer.model.parameters())).hexdigest()
 Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({
     "rank": dist.get_rank(), "steps": out.global_step, "raw": stats.raw_samples, "kept": stats.kept_samples, "weights": weights,
-    "indices": trainer.sifting_loader.indices.available}))
+    "indices": trainer.sifting_loader.indices.available, "planned": trainer.state.max_steps,
+    "lr": trainer.lr_scheduler.get_last_lr()[0], "peak_lr": args.learning_rate}))
 dist.barrier()
 dist.destroy_process_group()  # leave the group before exit: a gloo thread alive at interpreter shutdown can abort

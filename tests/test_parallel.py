@@ -124,7 +124,7 @@ def test_sweep_refuses_torchrun_and_a_half_set_environment_is_one_line(tiny_reci
     assert out.exit_code == 2 and "SIFTCLI_DIST_TIMEOUT='soon': expected a finite number of seconds" in out.output
 
 
-@pytest.mark.parametrize("mode", ["probabilistic", "infobatch"])
+@pytest.mark.parametrize("mode", ["probabilistic", "infobatch", "calibrated"])
 @pytest.mark.slow
 def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> None:
     """SiftingTrainer launched on 2 processes: accelerate's sharded loader, sifted, memory scoring, no hang."""
@@ -138,6 +138,10 @@ def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> 
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]
     assert all(r["raw"] == 96 and 0 < r["kept"] < 96 and r["indices"] for r in ranks)  # 48 rows per rank, 2 epochs
+    # len() counts each rank's share, so the Trainer runs the schedule it planned from it, up to the sift delay's batches:
+    # it plans every epoch as long as the first, which holds the delay (sift_delay=2 here: 1 batch of 8 steps)
+    r = ranks[0]
+    assert r["planned"] - 1 <= r["steps"] <= r["planned"] and r["lr"] < 0.25 * r["peak_lr"], r
 
 
 @pytest.mark.slow
