@@ -166,7 +166,7 @@ def test_hf_trainer_records_training_losses_with_gradient_accumulation(tmp_path:
     assert torch.equal(loader.memory.loss, torch.stack([r["input_ids"][0] for r in rows]).float())  # each on its own sample
 
 
-def _resume_trainer(tmp_path: Path, out: str) -> Any:
+def _resume_trainer(tmp_path: Path, out: str, save_steps: int = 3) -> Any:
     from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
 
     from siftcli.integrations.hf import SiftingTrainer
@@ -178,7 +178,7 @@ def _resume_trainer(tmp_path: Path, out: str) -> Any:
     g = torch.Generator().manual_seed(0)
     rows = [{"input_ids": torch.randint(1, 50, (8,), generator=g), "labels": int(i % 2)} for i in range(64)]
     args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
-                             save_strategy="steps", save_steps=3, logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0)
+                             save_strategy="steps", save_steps=save_steps, logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0)
     return SiftingTrainer(model=model, args=args, train_dataset=rows,
                           sift_config=SiftConfig(beta=1.0, sift_delay=2, mode="calibrated", seed=1))
 
@@ -291,3 +291,17 @@ def test_under_ddp_each_rank_reads_its_own_shard() -> None:
     assert isinstance(sampler, torch.utils.data.DistributedSampler) and sampler.rank == 1 and sampler.num_replicas == 2
     assert sampler.shuffle and loader.dataloader.batch_size == 4
     assert len(loader) == len(list(loader)) == 5  # 20 rows of 40, in batches of 4
+
+
+def test_sifting_trainer_resumes_at_an_epoch_boundary_with_its_history_and_no_second_delay(tmp_path: Path) -> None:
+    """A checkpoint at the end of an epoch: the resumed run keeps the loss history and the delay already served, so it
+    ends as the uninterrupted run does (a Trainer without the sifting state would start empty and delay again)."""
+    whole = _resume_trainer(tmp_path, "whole", save_steps=5)
+    whole.train()
+    assert whole.sifting_loader.stats.epochs[0].batches == 5  # the first epoch's 5 steps: checkpoint-5 is its end
+    checkpoint = tmp_path / "whole" / "checkpoint-5"
+    resumed = _resume_trainer(tmp_path, "resumed", save_steps=5)
+    resumed.train(resume_from_checkpoint=str(checkpoint))
+    a, b = whole.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert resumed.sifting_loader.stats.sift_started_at == whole.sifting_loader.stats.sift_started_at

@@ -53,7 +53,10 @@ class SiftingTrainer(Trainer):
                                                 epochs=self.args.num_train_epochs)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
         if saved and os.path.exists(saved):
-            self.sifting_loader.load_state_dict(torch.load(saved, weights_only=True))
+            state = torch.load(saved, weights_only=True)
+            self.sifting_loader.load_state_dict(state)
+            if state.get("pass_done"):  # saved after the epoch's last step: the Trainer starts the next epoch
+                self.sifting_loader.end_pass()
         return self.sifting_loader
 
     def _sift_state_path(self, checkpoint: str) -> str:
@@ -84,7 +87,10 @@ class SiftingTrainer(Trainer):
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         path = self._sift_state_path(folder)
         tmp = f"{path}.tmp"
-        torch.save(self.sifting_loader.state_dict(), tmp)
+        loader = self.sifting_loader
+        epoch = loader.stats.epochs[-1] if loader.stats.epochs else None
+        done = epoch is not None and epoch.epoch == loader.epoch and epoch.batches >= len(loader)  # the Trainer stops here
+        torch.save({**loader.state_dict(), "pass_done": done}, tmp)
         os.replace(tmp, path)  # each rank its own file; a crash leaves the old one or none, never half of one
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:

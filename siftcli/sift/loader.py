@@ -209,6 +209,11 @@ class SiftingDataLoader:
         self._raw_in_epoch = 0
         self._active = False
 
+    def end_pass(self) -> None:
+        """The caller takes no more batches from this epoch (a trainer that stops at ``len()``): the next pass starts a
+        new epoch, as it does when the loop simply stops iterating. For a restored state saved at such a point."""
+        self._active, self._resume_mid_epoch = True, False
+
     def _start_epoch(self) -> None:
         """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
         self.sifter.start_epoch()
