@@ -105,7 +105,6 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     the lowest reference loss (``sift.reference``: built, or read from the cache). Returns what was kept and its cost."""
     import time
 
-
     if keep is None and dedup is None:
         raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
     if keep is not None and not 0 < keep <= 1:
@@ -272,7 +271,6 @@ def _try_loss(spec: str, workload: object) -> str:
     import importlib
 
     import torch
-
 
     module = importlib.import_module(spec.partition(":")[0])
     where = getattr(module, "__file__", None) or "a built-in module"

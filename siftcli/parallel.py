@@ -39,7 +39,6 @@ def check_launch() -> None:
     a rank below the world size, a finite positive timeout. ``WORLD_SIZE=abc`` must not quietly mean one process."""
     import math
 
-
     values = {}
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_PORT"):
         text = os.environ.get(name)
@@ -107,7 +106,6 @@ def init(device_type: str) -> bool:
 
     import torch
     import torch.distributed as dist
-
 
     check_launch()
     if not launched() or (dist.is_available() and dist.is_initialized()):

@@ -127,7 +127,6 @@ def _dedup(ctx: SeedContext, name: str) -> Plan:
     bigrams), the rest trained on the full schedule; the search is on the arm's clock."""
     import time
 
-
     threshold = float(_changes(name).get("threshold", DEFAULT_SIMILARITY))
     t0 = time.perf_counter()
     kept = near_duplicates(token_sequences(ctx.workload.train_data), threshold)

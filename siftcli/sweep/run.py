@@ -131,7 +131,6 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     (another machine's is read), each point kept as it finishes; ``frontier.json`` is this folder's copy."""
     import copy
 
-
     path = sweep_dir / "frontier.json"
     key = recipe_sha256(recipe)
     local = read_json(path) if path.exists() else None

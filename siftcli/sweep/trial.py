@@ -127,7 +127,6 @@ class WorkloadCache:
     def get(self, recipe: Any) -> tuple[Any, dict[str, Any]]:
         import copy
 
-
         key = workload_key(recipe)
         if key in self._items:
             self._items.move_to_end(key)

@@ -24,7 +24,6 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
 
     import torch
 
-
     if not recipe.sift.enabled or parallel.active():  # one process measures it; ranks would only repeat it
         return None
     device = workload.device

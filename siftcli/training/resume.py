@@ -26,7 +26,6 @@ def data_fingerprint(workload: Any) -> str:
     """SHA-256 of the training and evaluation rows as the run sees them (tokens and labels): what a resume must match."""
     import hashlib
 
-
     h = hashlib.sha256()
     for rows in (workload.train_data, workload.eval_data):
         hash_rows(h, rows)

@@ -29,7 +29,6 @@ def load_teacher(task: str, source: str, label_names: list[str] | None, tokenize
     """The teacher, checked against the student's labels and vocabulary (each mismatch is one line)."""
     import transformers
 
-
     path = teacher_path(source)
     auto = getattr(transformers, TASKS[task].auto_class)
     try:
