@@ -192,3 +192,24 @@ def test_a_rank_whose_peers_never_come_says_so_within_the_timeout(text_csv: Path
     assert result.exit_code == 2 and "did not form within 3 s" in result.output, result.output
     assert f"rank 0 of 2: waiting for the other ranks at 127.0.0.1:{port} (gives up after 3 s" in result.output
     assert time.perf_counter() - t0 < 60
+
+
+@pytest.mark.slow
+def test_lightning_ddp_each_rank_trains_its_own_shard_and_validates_every_epoch(tmp_path: Path) -> None:
+    """The tutorial's DataModule shape under Lightning DDP on 2 processes: each rank offers its own half of the rows
+    every epoch (as a plain DataLoader would get from Lightning), both step together and validate every epoch."""
+    env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(TESTS / "dist_lightning.py")]
+    try:
+        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("Lightning DDP with a sifting loader hung") from None
+    assert out.returncode == 0, out.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    per_epoch = [[r["rows"][:64], r["rows"][64:]] for r in ranks]  # 2 epochs of 64 rows per rank
+    assert all(len(r["rows"]) == 128 for r in ranks)
+    for epoch in range(2):
+        a, b = set(per_epoch[0][epoch]), set(per_epoch[1][epoch])
+        assert len(a) == len(b) == 64 and not a & b  # disjoint halves that together are every row
+    assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]
+    assert ranks[0]["validated"] == ranks[1]["validated"] == 2
