@@ -85,6 +85,7 @@ class SiftingTrainer(Trainer):
         if self.sifting_loader is None:
             return
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        os.makedirs(folder, exist_ok=True)  # every rank writes its own file, whichever rank made the folder
         path = self._sift_state_path(folder)
         tmp = f"{path}.tmp"
         loader = self.sifting_loader
