@@ -43,12 +43,13 @@ def _default_mode(path: str) -> None:
     os.chmod(path, 0o666 & ~mask)
 
 
-def atomic_write(path: Path, write: Callable[[Path], None], *, folder: bool = False) -> None:
+def atomic_write(path: Path, write: Callable[[Path], None], *, folder: bool = False, every_rank: bool = False) -> None:
     """The one way siftcli writes a result: ``write(tmp)`` fills a temporary file (or, with ``folder``, a folder) beside
     ``path``, which is flushed to disk and renamed over ``path``; on any failure the temporary is removed and ``path``
     is as it was. A writer's own error for a full disk (torch, safetensors: ``RuntimeError``/``ValueError``) becomes
-    the ``OSError`` the CLI reports in one line, naming the file. Rank 0 alone writes under torchrun."""
-    if not parallel.is_main():
+    the ``OSError`` the CLI reports in one line, naming the file. Rank 0 alone writes under torchrun, unless
+    ``every_rank`` (a file of each rank's own, such as its loader state)."""
+    if not (every_rank or parallel.is_main()):
         return
     path = Path(path)
     if folder:
@@ -97,10 +98,10 @@ def unwritable(path: Any, exc: BaseException) -> OSError:
     return OSError(errno.EIO, f"could not be written ({first})", str(path))
 
 
-def atomic_torch_save(path: Path, obj: Any) -> None:
+def atomic_torch_save(path: Path, obj: Any, every_rank: bool = False) -> None:
     import torch
 
-    atomic_write(path, lambda tmp: torch.save(obj, tmp))
+    atomic_write(path, lambda tmp: torch.save(obj, tmp), every_rank=every_rank)
 
 
 def read_json(path: Path) -> Any:

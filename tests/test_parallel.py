@@ -47,6 +47,19 @@ def _recipe(tmp_path: Path, text_csv: Path, **changes) -> Path:
     return path
 
 
+def _ranks_of_script(script: str, *args: str, cwd: Path, what: str) -> list[dict]:
+    """Run ``tests/<script>`` under torchrun on 2 processes (it writes rank<N>.json in ``cwd``); each rank's record.
+    ``what`` names the run in the hang message."""
+    env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(TESTS / script), *args]
+    try:
+        out = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"{what} hung") from None
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads((cwd / f"rank{r}.json").read_text()) for r in range(2)]
+
+
 def _metrics(folder: Path) -> dict:
     return json.loads((folder / "metrics.json").read_text())
 
@@ -128,14 +141,7 @@ def test_sweep_refuses_torchrun_and_a_half_set_environment_is_one_line(tiny_reci
 @pytest.mark.slow
 def test_hf_trainer_under_torchrun_steps_together(mode: str, tmp_path: Path) -> None:
     """SiftingTrainer launched on 2 processes: accelerate's sharded loader, sifted, memory scoring, no hang."""
-    env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(TESTS / "dist_hf_trainer.py"), mode]
-    try:
-        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("SiftingTrainer under torchrun hung") from None
-    assert out.returncode == 0, out.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = _ranks_of_script("dist_hf_trainer.py", mode, cwd=tmp_path, what="SiftingTrainer under torchrun")
     assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]
     assert all(r["raw"] == 96 and 0 < r["kept"] < 96 and r["indices"] for r in ranks)  # 48 rows per rank, 2 epochs
     # len() counts each rank's share, so the Trainer runs the schedule it planned from it, up to the sift delay's batches:
@@ -198,14 +204,7 @@ def test_a_rank_whose_peers_never_come_says_so_within_the_timeout(text_csv: Path
 def test_lightning_ddp_each_rank_trains_its_own_shard_and_validates_every_epoch(tmp_path: Path) -> None:
     """The tutorial's DataModule shape under Lightning DDP on 2 processes: each rank offers its own half of the rows
     every epoch (as a plain DataLoader would get from Lightning), both step together and validate every epoch."""
-    env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(TESTS / "dist_lightning.py")]
-    try:
-        out = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("Lightning DDP with a sifting loader hung") from None
-    assert out.returncode == 0, out.stderr[-3000:]
-    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = _ranks_of_script("dist_lightning.py", cwd=tmp_path, what="Lightning DDP with a sifting loader")
     per_epoch = [[r["rows"][:64], r["rows"][64:]] for r in ranks]  # 2 epochs of 64 rows per rank
     assert all(len(r["rows"]) == 128 for r in ranks)
     for epoch in range(2):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
+from siftcli.runio import atomic_torch_save
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss, hf_loss
 from siftcli.sift.sifter import SiftConfig
@@ -86,13 +88,10 @@ class SiftingTrainer(Trainer):
             return
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         os.makedirs(folder, exist_ok=True)  # every rank writes its own file, whichever rank made the folder
-        path = self._sift_state_path(folder)
-        tmp = f"{path}.tmp"
         loader = self.sifting_loader
         epoch = loader.stats.epochs[-1] if loader.stats.epochs else None
         done = epoch is not None and epoch.epoch == loader.epoch and epoch.batches >= len(loader)  # the Trainer stops here
-        torch.save({**loader.state_dict(), "pass_done": done}, tmp)
-        os.replace(tmp, path)  # each rank its own file; a crash leaves the old one or none, never half of one
+        atomic_torch_save(Path(self._sift_state_path(folder)), {**loader.state_dict(), "pass_done": done}, every_rank=True)
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """Every training log carries the kept fraction so far (``sift_kept_fraction``)."""

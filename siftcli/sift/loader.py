@@ -219,7 +219,7 @@ class SiftingDataLoader:
         self.sifter.start_epoch()
         self._raw_in_epoch = 0
         self.outbox.clear()
-        self.decisions.inflight.clear()
+        self.decisions.clear()
         self.feedback.clear()
 
     # -- what the training loop hands back (see :class:`Feedback`) ---------------------------

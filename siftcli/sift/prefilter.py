@@ -58,6 +58,10 @@ class SamplerDecisions:
     def refresh_by_training(self) -> bool:
         return self.config.scoring == "memory" and self.config.memory_refresh == "train" and self.config.score != "reference"
 
+    def clear(self) -> None:
+        """A new epoch: nothing requested is in flight."""
+        self.inflight.clear()
+
     def start(self, skip: int) -> None:
         """A pass begins ``skip`` raw batches into its epoch (0 unless resumed): those finished before are passed over,
         and those requested but unfinished are handed out again with the same decision."""

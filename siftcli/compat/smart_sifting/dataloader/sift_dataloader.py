@@ -48,9 +48,11 @@ class _Rows:
         self.next_id += len(batch)
         return ids
 
-    def take(self, ids: torch.Tensor) -> SiftingBatch:
+    def batch(self, ids: torch.Tensor, *, forget: bool) -> SiftingBatch:
+        """The samples ``ids`` as a batch of their type; ``forget``: they are handed out, not kept for later."""
         kind, _ = self.rows[int(ids[0])]
-        return kind.from_rows([self.rows.pop(key)[1] for key in ids.tolist()])
+        get = self.rows.pop if forget else self.rows.__getitem__
+        return kind.from_rows([get(key)[1] for key in ids.tolist()])
 
     def drop(self, ids: torch.Tensor) -> None:
         for key in ids.tolist():
@@ -107,15 +109,9 @@ class SiftingDataloader(SiftingDataLoader):
         return batch
 
     def _loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        transformed = self._rows_as_batch(batch, keep=True) if isinstance(batch, dict) and ROW in batch else batch
+        # the scoring pass: the samples stay until they are yielded or dropped
+        transformed = self._rows.batch(batch[ROW], forget=False) if isinstance(batch, dict) and ROW in batch else batch
         return self.loss_impl.loss(model, transformed, self._original)
-
-    def _rows_as_batch(self, batch: dict[str, torch.Tensor], keep: bool = False) -> SiftingBatch:
-        ids = batch[ROW]
-        if keep:  # the scoring pass: the samples stay until they are yielded or dropped
-            kind, _ = self._rows.rows[int(ids[0])]
-            return kind.from_rows([self._rows.rows[key][1] for key in ids.tolist()])
-        return self._rows.take(ids)
 
     def _after_decision(self, d: BatchDecision) -> None:
         if isinstance(d.raw, dict) and ROW in d.raw:  # what was dropped is never yielded: forget it now
@@ -132,7 +128,7 @@ class SiftingDataloader(SiftingDataLoader):
     def __iter__(self) -> Iterator[Any]:
         for batch in super().__iter__():
             if isinstance(batch, dict) and ROW in batch:
-                batch = self._rows_as_batch(batch)
+                batch = self._rows.batch(batch[ROW], forget=True)
             if self.batch_transforms is not None:
                 batch = self.batch_transforms.reverse_transform(batch)
             if self.batch_format_index == 1 and isinstance(batch, torch.Tensor):
