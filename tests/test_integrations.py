@@ -305,3 +305,14 @@ def test_sifting_trainer_resumes_at_an_epoch_boundary_with_its_history_and_no_se
     a, b = whole.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert resumed.sifting_loader.stats.sift_started_at == whole.sifting_loader.stats.sift_started_at
+
+
+def test_the_lightning_helper_without_a_module_to_score_names_the_fix() -> None:
+    from siftcli.integrations.lightning import sifting_dataloader
+    from siftcli.sift.losses import cross_entropy_loss
+
+    class DataModule:  # a DataModule outside a running Trainer: no parameters, no trainer
+        trainer = None
+
+    with pytest.raises(ValueError, match="pass the LightningModule"):
+        sifting_dataloader(DataModule(), _data(), SiftConfig(), cross_entropy_loss)
