@@ -44,7 +44,7 @@ class Module(SiftedTrainingStep, L.LightningModule):
 class Data(L.LightningDataModule):
     def train_dataloader(self):  # noqa: ANN201
         return sifting_dataloader(self, DataLoader(data, batch_size=8, shuffle=True), SiftConfig(beta=1.0, sift_delay=0,
-                                  mode="calibrated"), cross_entropy_loss)
+                                  mode="probabilistic"), cross_entropy_loss)
 
     def val_dataloader(self) -> DataLoader:
         return DataLoader(data, batch_size=16)

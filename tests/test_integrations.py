@@ -38,7 +38,7 @@ def test_sagemaker_code_runs_with_only_imports_changed() -> None:
     loader = SiftingDataloader(sift_config=cfg, orig_dataloader=_data(), model=torch.nn.Linear(4, 2), loss_impl=CELoss(),
                                log_batch_data=True)
     batches = list(loader)
-    assert sum(b[0].shape[0] for b in batches) == loader.stats.kept_samples
+    assert sum(b[0].shape[0] for b in batches) + loader.outbox.rows() == loader.stats.kept_samples
     assert loader.stats.target_keep_fraction == pytest.approx(2 / 3)
     assert len(loader.batch_log) == 16
 
@@ -78,8 +78,10 @@ def test_hf_trainer_runs_sifted_epochs(tmp_path: Path) -> None:
     out = trainer.train()
     stats = trainer.sifting_loader.stats
     assert stats.raw_samples == 192 and 0 < stats.kept_samples < 192
-    assert len(stats.epochs) == 2
-    assert out.global_step <= 2 * 12
+    assert [e.raw_samples for e in stats.epochs] == [96, 96]  # every row offered each epoch, though the Trainer stops at len()
+    assert [e.batches for e in stats.epochs] == [len(trainer.sifting_loader)] * 2  # probabilistic, and still exactly len()
+    assert out.global_step == trainer.state.max_steps  # the schedule ends where it was planned
+    assert trainer.lr_scheduler.get_last_lr()[0] == 0.0  # linear decay reached its end, as the plain Trainer's does
     assert trainer.sifting_loader.indices.available  # sample identity through accelerate's loader wrapper
 
 
@@ -166,7 +168,7 @@ def test_hf_trainer_records_training_losses_with_gradient_accumulation(tmp_path:
     assert torch.equal(loader.memory.loss, torch.stack([r["input_ids"][0] for r in rows]).float())  # each on its own sample
 
 
-def _resume_trainer(tmp_path: Path, out: str, save_steps: int = 3) -> Any:
+def _resume_trainer(tmp_path: Path, out: str, save_steps: int = 3, mode: str = "calibrated") -> Any:
     from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
 
     from siftcli.integrations.hf import SiftingTrainer
@@ -180,17 +182,18 @@ def _resume_trainer(tmp_path: Path, out: str, save_steps: int = 3) -> Any:
     args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
                              save_strategy="steps", save_steps=save_steps, logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0)
     return SiftingTrainer(model=model, args=args, train_dataset=rows,
-                          sift_config=SiftConfig(beta=1.0, sift_delay=2, mode="calibrated", seed=1))
+                          sift_config=SiftConfig(beta=1.0, sift_delay=2, mode=mode, seed=1))
 
 
-def test_sifting_trainer_resumes_mid_epoch_with_the_uninterrupted_runs_decisions_and_weights(tmp_path: Path) -> None:
-    whole = _resume_trainer(tmp_path, "whole")
+@pytest.mark.parametrize("mode", ["calibrated", "probabilistic"])
+def test_sifting_trainer_resumes_mid_epoch_with_the_uninterrupted_runs_decisions_and_weights(tmp_path: Path, mode: str) -> None:
+    whole = _resume_trainer(tmp_path, "whole", mode=mode)
     whole.train()
     steps_per_epoch = len(whole.sifting_loader)
     assert 3 % steps_per_epoch != 0  # checkpoint-3 is inside an epoch
     checkpoint = tmp_path / "whole" / "checkpoint-3"
     assert (checkpoint / "sifting_loader_rank0.pt").exists()
-    resumed = _resume_trainer(tmp_path, "resumed")
+    resumed = _resume_trainer(tmp_path, "resumed", mode=mode)
     resumed.train(resume_from_checkpoint=str(checkpoint))
     a, b = whole.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)  # the same kept samples in the same order, the same weights
@@ -222,10 +225,11 @@ def test_an_accelerate_loader_draws_a_new_order_every_epoch_when_the_loop_stops_
     assert orders[0] != orders[1] != orders[2]
 
 
-def test_lightning_tutorial_shape_a_data_module_validates_every_epoch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["calibrated", "probabilistic"])
+def test_lightning_tutorial_shape_a_data_module_validates_every_epoch(tmp_path: Path, mode: str) -> None:
     """Lightning's tutorial shape: the DataModule owns train_dataloader and passes itself; the helper finds the module
-    through the trainer. In calibrated mode every epoch yields the len() batches Lightning planned, so it validates
-    every epoch and ModelCheckpoint(monitor=...) sees each."""
+    through the trainer. Every epoch yields the len() batches Lightning planned (probabilistic draws too), so it
+    validates every epoch and ModelCheckpoint(monitor=...) sees each."""
     import lightning.pytorch as L
     from lightning.pytorch.callbacks import ModelCheckpoint
 
@@ -258,7 +262,7 @@ def test_lightning_tutorial_shape_a_data_module_validates_every_epoch(tmp_path: 
 
     class Data(L.LightningDataModule):
         def train_dataloader(self) -> Any:
-            return sifting_dataloader(self, _data(256), SiftConfig(beta=3.0, sift_delay=0, seed=3, mode="calibrated"), cross_entropy_loss)
+            return sifting_dataloader(self, _data(256), SiftConfig(beta=3.0, sift_delay=0, seed=3, mode=mode), cross_entropy_loss)
 
         def val_dataloader(self) -> DataLoader:
             return _data(64)
@@ -270,6 +274,7 @@ def test_lightning_tutorial_shape_a_data_module_validates_every_epoch(tmp_path: 
                         enable_model_summary=False, default_root_dir=str(tmp_path))
     trainer.fit(module, Data())
     assert module.validated == [0, 1, 2], (module.validated, module.yielded)
+    assert [e.raw_samples for e in module.sifted.stats.epochs] == [256] * 3  # every row offered every epoch
     assert all(done == planned for done, planned in module.yielded), module.yielded
     assert best.best_model_path and Path(best.best_model_path).exists()
 
@@ -293,14 +298,16 @@ def test_under_ddp_each_rank_reads_its_own_shard() -> None:
     assert len(loader) == len(list(loader)) == 5  # 20 rows of 40, in batches of 4
 
 
-def test_sifting_trainer_resumes_at_an_epoch_boundary_with_its_history_and_no_second_delay(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["calibrated", "probabilistic"])
+def test_sifting_trainer_resumes_at_an_epoch_boundary_with_its_history_and_no_second_delay(tmp_path: Path, mode: str) -> None:
     """A checkpoint at the end of an epoch: the resumed run keeps the loss history and the delay already served, so it
     ends as the uninterrupted run does (a Trainer without the sifting state would start empty and delay again)."""
-    whole = _resume_trainer(tmp_path, "whole", save_steps=5)
+    whole = _resume_trainer(tmp_path, "whole", save_steps=1, mode=mode)
     whole.train()
-    assert whole.sifting_loader.stats.epochs[0].batches == 5  # the first epoch's 5 steps: checkpoint-5 is its end
-    checkpoint = tmp_path / "whole" / "checkpoint-5"
-    resumed = _resume_trainer(tmp_path, "resumed", save_steps=5)
+    steps = len(whole.sifting_loader)
+    assert whole.sifting_loader.stats.epochs[0].batches == steps  # checkpoint-{steps} is the first epoch's end
+    checkpoint = tmp_path / "whole" / f"checkpoint-{steps}"
+    resumed = _resume_trainer(tmp_path, "resumed", save_steps=1, mode=mode)
     resumed.train(resume_from_checkpoint=str(checkpoint))
     a, b = whole.model.state_dict(), resumed.model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)

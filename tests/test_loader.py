@@ -366,3 +366,74 @@ def test_len_counts_the_batches_the_sampler_really_gives(make_sampler) -> None: 
     base = DataLoader(ds, batch_size=4, sampler=make_sampler(ds))
     loader = SiftingDataLoader(base, torch.nn.Linear(3, 2), cross_entropy_loss, SiftConfig(mode="all"))
     assert len(loader) == len(list(loader)) == len(base)
+
+
+def _exact(n: int = 403, epochs: int = 4, shuffle: bool = True, **config: object) -> SiftingDataLoader:
+    model = torch.nn.Linear(4, 2)
+    model.load_state_dict({"weight": torch.eye(2, 4), "bias": torch.zeros(2)})
+    return SiftingDataLoader(_tuple_loader(n=n, shuffle=shuffle), model, cross_entropy_loss,
+                             SiftConfig(**{"beta": 1.0, "loss_history_length": 40, "seed": 3, **config}),
+                             epochs=epochs, exact_len=True)
+
+
+def _stop_at_len(loader: SiftingDataLoader) -> list[torch.Tensor]:
+    """One epoch as the HF Trainer and Lightning take it: ``len()`` batches, then the iterator is abandoned."""
+    it, out = iter(loader), []
+    for _ in range(len(loader)):
+        out.append(next(it)[0].clone())
+    return out
+
+
+@pytest.mark.parametrize("config", [{}, {"sift_delay": 7}, {"mode": "infobatch"}, {"beta": 3.0, "sift_delay": 2}])
+def test_exact_len_yields_len_batches_every_epoch_and_offers_every_raw_row(config: dict) -> None:
+    """Probabilistic draws vary by epoch; a trainer that plans from len() still gets exactly len() batches each epoch,
+    and stopping there loses no raw row (the last promised batch waits for the epoch's last raw batch)."""
+    torch.manual_seed(0)
+    loader = _exact(**config)
+    promised, trained = len(loader), 0
+    for epoch in range(4):
+        got = _stop_at_len(loader)
+        assert len(got) == promised == len(loader)
+        assert loader.stats.epochs[epoch].raw_samples == 403  # every raw row offered, though the loop stopped at len()
+        trained += sum(b.shape[0] for b in got)
+    kept = sum(e.kept_samples for e in loader.stats.epochs)
+    assert kept == trained + loader.outbox.rows()  # every kept row was trained or waits for the next epoch
+    assert loader.outbox.rows() < 3 * 8
+
+
+def test_exact_len_without_a_stopping_loop_ends_each_epoch_at_len_too() -> None:
+    loader = _exact(sift_delay=5)
+    counts = [sum(1 for _ in loader) for _ in range(4)]
+    assert counts == [len(loader)] * 4
+    assert [e.epoch for e in loader.stats.epochs] == [0, 1, 2, 3]
+
+
+def test_exact_len_is_the_run_average_and_a_one_off_delay_carries_into_later_epochs() -> None:
+    plain = _exact(sift_delay=20)
+    plain.quota.enabled = False
+    first_epoch = len(plain)  # the delay's 20 whole batches in the first epoch's count
+    loader = _exact(sift_delay=20)
+    assert len(loader) < first_epoch  # averaged over 4 epochs
+    _stop_at_len(loader)
+    assert loader.outbox.rows() > 8  # the delay's surplus waits for the next epochs instead of being dropped
+
+
+@pytest.mark.parametrize("stop", [3, 11, 999])  # 999: saved after the epoch's promised batches, before the next pass
+def test_exact_len_resumes_mid_epoch_and_after_the_promised_batches_exactly(stop: int) -> None:
+    full = _exact(sift_delay=4, shuffle=False)  # the same order on resume, as a sampler seeded per epoch gives
+    reference = [b for _ in range(3) for b in _stop_at_len(full)]
+
+    first = _exact(sift_delay=4, shuffle=False)
+    got = _stop_at_len(first)
+    it = iter(first)
+    for _ in range(stop if stop < len(first) else len(first)):
+        got.append(next(it)[0].clone())
+    state = first.state_dict()
+    resumed = _exact(sift_delay=4, shuffle=False)
+    resumed.load_state_dict(state)
+    if stop < len(first):
+        rest = iter(resumed)
+        got += [next(rest)[0].clone() for _ in range(len(first) - stop)]
+    got += _stop_at_len(resumed)
+    assert len(got) == len(reference)
+    assert all(torch.equal(a, b) for a, b in zip(got, reference))

@@ -29,8 +29,9 @@ logger = logging.getLogger(__name__)
 class SiftingTrainer(Trainer):
     """A ``Trainer`` whose training loader is a :class:`SiftingDataLoader`.
 
-    ``len()`` of the sifting loader is the expected number of sifted batches, so the
-    Trainer's step count and learning-rate schedule follow the data really trained on.
+    ``len()`` of the sifting loader is the expected number of sifted batches per epoch over the run, and every epoch
+    yields exactly that many (``exact_len``: every raw row is still offered, a surplus carries into the next epoch), so
+    the Trainer's step count and learning-rate schedule end where they were planned.
     The training loss is ``sift_loss`` per sample, recorded by sample (free scores for
     ``scoring="memory"`` and the ``auto`` delay) and weighted by the rule (``infobatch``);
     losses are recorded in the order batches were yielded, so gradient accumulation, which
@@ -52,7 +53,7 @@ class SiftingTrainer(Trainer):
         pad = {"input_ids": self.pad_token_id} if self.pad_token_id is not None else None
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
                                                 batch_size=self._train_batch_size, pad_values=pad,
-                                                epochs=self.args.num_train_epochs)
+                                                epochs=self._sift_epochs(len(base)), exact_len=True)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
         if saved and os.path.exists(saved):
             state = torch.load(saved, weights_only=True)
@@ -60,6 +61,12 @@ class SiftingTrainer(Trainer):
             if state.get("pass_done"):  # saved after the epoch's last step: the Trainer starts the next epoch
                 self.sifting_loader.end_pass()
         return self.sifting_loader
+
+    def _sift_epochs(self, raw_batches: int) -> float:
+        """The run's length in epochs as the Trainer will plan it (``max_steps`` wins over ``num_train_epochs``)."""
+        if self.args.max_steps and self.args.max_steps > 0:
+            return self.args.max_steps * self.args.gradient_accumulation_steps / max(1, raw_batches * self.sift_config.target_keep_fraction)
+        return self.args.num_train_epochs
 
     def _sift_state_path(self, checkpoint: str) -> str:
         return os.path.join(checkpoint, f"sifting_loader_rank{self.args.process_index}.pt")

@@ -37,10 +37,9 @@ def sifting_dataloader(module: Any, dataloader: Any, config: SiftConfig, loss_fn
     ``DistributedSampler`` here, as Lightning gives one to a loader it sees itself (it cannot see inside this one), so
     each rank reads its own shard.
 
-    Lightning validates at an epoch's end when the batch index reaches the batches ``len()`` planned at the start of
-    fit, and it does not look ahead for a loader with a length: an epoch that yields fewer batches ends without
-    validating. ``mode="calibrated"`` keeps an exact fraction of every raw batch, so every epoch yields ``len()``
-    batches and validates (tested); with ``probabilistic`` the count varies by a batch or two.
+    Lightning plans validation from the ``len()`` it reads when fit starts (an epoch validates when its batch index
+    reaches it, whatever ``val_check_interval`` says), so the loader yields exactly ``len()`` batches every epoch
+    (``exact_len``, on unless ``exact_len=False`` is passed): the run's expected batches per epoch, every raw row offered.
     """
     trainer = getattr(module, "_trainer", None) or getattr(module, "trainer", None)
     model = module
@@ -50,8 +49,9 @@ def sifting_dataloader(module: Any, dataloader: Any, config: SiftConfig, loss_fn
             raise ValueError("sifting_dataloader: the first argument has no parameters and no trainer to find the "
                              "LightningModule through; pass the LightningModule (self in its train_dataloader), or call "
                              "this from a DataModule's train_dataloader while the Trainer runs")
-    if config.anneal_fraction and "epochs" not in kwargs:
-        kwargs["epochs"] = getattr(trainer, "max_epochs", None)
+    kwargs.setdefault("exact_len", True)
+    if "epochs" not in kwargs and (getattr(trainer, "max_epochs", None) or 0) > 0:
+        kwargs["epochs"] = trainer.max_epochs
     loader = SiftingDataLoader(_sharded(dataloader, trainer), model, loss_fn, config, **kwargs)
     model.sifted = loader
     return loader

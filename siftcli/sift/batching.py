@@ -288,6 +288,10 @@ class Outbox:
         """At an epoch's end: the remainder becomes a last, smaller batch."""
         self.pending += list(zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False)))
 
+    def rows(self) -> int:
+        """Kept rows waiting here (packed or not)."""
+        return sum(m["weight"].numel() for _, m in self.pending) + self.meta.buffered
+
     def ready(self, last: bool = False, agree: Callable[[int], int] | None = None) -> tuple[int, int]:
         """How many pending batches may leave now, and how many samples were dropped for it: with ``agree`` (the
         minimum over ranks) only as many as every rank has; the rest wait for the next raw batch, and at the epoch's

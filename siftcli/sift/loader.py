@@ -22,6 +22,7 @@ from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
 from siftcli.sift.prefilter import Entry, SamplerDecisions
+from siftcli.sift.quota import EpochQuota, expected_batches
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
 from siftcli.sift.stats import BatchDecision, EpochStats, KeptOverlap, SiftStats  # noqa: F401  (re-exported: public since 0.1)
@@ -58,6 +59,10 @@ class SiftingDataLoader:
             ``sift_index`` and ``sift_weight``, for loops that fetch batches ahead of using them (gradient
             accumulation); :meth:`training_loss` reads and removes them. Off by default: a model called
             with ``**batch`` would reject them.
+        exact_len: yield exactly ``len()`` batches every epoch (:mod:`.quota`), for trainers that plan their
+            schedule and validation from ``len()``: with ``epochs``, one count for the run (the average; the delay's
+            surplus spreads over later epochs), else each epoch's own; kept rows beyond it carry into the next epoch,
+            and an epoch whose draw fell behind keeps a few extra rows at its tail. The integrations turn it on.
 
     In a loop of your own, turn the training forward's per-sample losses into the loss to backpropagate
     with ``loss = sifted.training_loss(per_sample_losses)``: it records them by sample (free scores for
@@ -74,7 +79,8 @@ class SiftingDataLoader:
                  batch_size: int | None = None, device: torch.device | str | None = None, precision: str = "fp32",
                  batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
-                 reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False) -> None:
+                 reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
+                 exact_len: bool = False) -> None:
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
@@ -102,6 +108,7 @@ class SiftingDataLoader:
         self.feedback = Feedback(self.config, self.sifter, self.scorer, self.memory)
         self.decisions = SamplerDecisions(self.config, self.indices.available, self.memory, self.scorer, self.sifter)
         self.kept_sets = KeptOverlap()
+        self.quota = EpochQuota(exact_len)
         if world_size() > 1:  # each rank draws its own keep decisions (and saves its own generator)
             self.sifter.generator.manual_seed(int(self.config.seed) + 1_000_003 * rank())
         if self.config.anneal_fraction and not epochs:
@@ -133,18 +140,30 @@ class SiftingDataLoader:
 
     # -- contract ------------------------------------------------------------------------
     def __len__(self) -> int:
-        """Expected sifted batches in the next epoch (exact in calibrated mode, up to rounding).
+        """Expected sifted batches in the next epoch (exact in calibrated mode, up to rounding; always exact with
+        ``exact_len``, where it is the run's average when ``epochs`` is known).
 
-        Raw batches kept whole by the schedule (the delay; the anneal) count in full; an ``auto``
-        delay that has not started yet is counted as lasting the whole epoch (an upper bound).
+        Raw batches kept whole by the schedule (the delay; the anneal) count in full; an ``auto`` delay that has not
+        started yet is counted as lasting the whole epoch (an upper bound).
         """
-        raw_batches = len(self.dataloader)
-        sampled = sampled_len(self.dataloader)  # this rank's share, under a distributed or sharding sampler
-        n_samples = min(sampled, raw_batches * self.batch_size) if sampled else raw_batches * self.batch_size
-        whole = self.sifter.kept_whole(raw_batches, mid_epoch=self._active or self._resume_mid_epoch)
-        whole_samples = min(n_samples, whole * self.batch_size)
-        kept = whole_samples + (n_samples - whole_samples) * self.config.target_keep_fraction
-        return max(1, math.ceil(kept / self.batch_size)) if n_samples else 0
+        raw_batches, fraction, quota = len(self.dataloader), self.config.target_keep_fraction, self.quota
+        run_known = bool(self.sifter.total_steps)  # exact_len: one promise for the run; else one per epoch
+        if quota.promise is not None and (run_known or (self._active and not quota.done)):
+            return quota.promise
+        if quota.enabled and run_known:
+            whole = self.sifter.kept_whole_run(raw_batches)
+        else:
+            mid_epoch = (self._active and not quota.done) if quota.enabled else (self._active or self._resume_mid_epoch)
+            whole = self.sifter.kept_whole(raw_batches, mid_epoch=mid_epoch)
+        expected = expected_batches(self._epoch_rows(), self.batch_size, whole, fraction)
+        if quota.enabled:
+            quota.promise = expected
+        return expected
+
+    def _epoch_rows(self) -> int:
+        """Raw rows this rank reads per epoch (its share, under a distributed or sharding sampler)."""
+        sampled, most = sampled_len(self.dataloader), len(self.dataloader) * self.batch_size
+        return min(sampled, most) if sampled else most
 
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
@@ -168,9 +187,7 @@ class SiftingDataLoader:
 
     def __iter__(self) -> Iterator[Any]:
         if self._active and not self._resume_mid_epoch:
-            # The caller stopped the previous pass early (the HF Trainer stops after len()
-            # batches): that epoch is over, and what it left buffered is dropped.
-            self.epoch += 1
+            self._close_epoch()  # the caller stopped the last pass early (the HF Trainer stops after len() batches)
         self._active = True
         distributed = world_size() > 1
         self.sifter.share = (lambda values: gather_values(values, self.device)) if distributed else None
@@ -200,8 +217,12 @@ class SiftingDataLoader:
             self._step(raw, self.indices.next())
             yield from self._flush()
         self._account_dropped()
-        self.outbox.drain()
+        if self.quota.allowed(len(self.outbox.pending) + 1, exhausted=True) > len(self.outbox.pending):
+            self.outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
+        self._close_epoch()
+
+    def _close_epoch(self) -> None:
         overlap = self.kept_sets.close_epoch()
         if overlap is not None:
             self.stats.kept_overlap.append(overlap)
@@ -216,9 +237,15 @@ class SiftingDataLoader:
 
     def _start_epoch(self) -> None:
         """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
-        self.sifter.start_epoch()
+        if self.quota.enabled:
+            self.quota.promise = self.quota.promise if self.sifter.total_steps else None
+            len(self)  # the promise for this epoch (for the run, when its length is known)
+        else:  # what the last pass left buffered is dropped; exact_len carries it over
+            self.outbox.clear()
+        self.quota.start()
+        rows = self._epoch_rows()
+        self.sifter.start_epoch(self.quota.floor_rows(self.batch_size, self.outbox.rows()), rows)
         self._raw_in_epoch = 0
-        self.outbox.clear()
         self.decisions.clear()
         self.feedback.clear()
 
@@ -297,9 +324,11 @@ class SiftingDataLoader:
     def _flush(self, last: bool = False) -> Iterator[Any]:
         """Yield the packed batches; under torch.distributed only as many as every rank has (the rest wait
         for the next raw batch; at the end of the epoch they are dropped and counted), so no rank waits."""
-        n, dropped = self.outbox.ready(last, (lambda k: agree_min(k, self.device)) if world_size() > 1 else None)
+        agree = (lambda k: agree_min(k, self.device)) if world_size() > 1 else None
+        n, dropped = self.outbox.ready(last and not self.quota.enabled, agree)  # exact_len: the surplus carries over
         self.stats.dropped_to_sync += dropped
-        for _ in range(n):  # popped before yielding, so a checkpoint between yields loses nothing
+        for _ in range(self.quota.allowed(n, exhausted=last)):
+            self.quota.yielded += 1  # popped before yielding, so a checkpoint between yields loses nothing
             batch, meta = self.outbox.pop()
             self.feedback.push(meta)
             weights = meta["weight"]
@@ -325,6 +354,7 @@ class SiftingDataLoader:
             "kept_sets": self.kept_sets.state_dict(),
             "stats": self.stats.to_dict(),
             "scoring_precision": self.precision,  # what auto chose: a resumed run must score the same way
+            "quota": self.quota.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -341,7 +371,10 @@ class SiftingDataLoader:
         self.feedback.clear()  # batches handed out before the save are not handed out again, nor recorded
         self.memory.load_state_dict(state["memory"])
         self.kept_sets.load_state_dict(state.get("kept_sets", ([], [])))
-        self._resume_mid_epoch = self._raw_in_epoch > 0
+        if "quota" in state:
+            self.quota.load_state_dict(state["quota"])
+        self._resume_mid_epoch = self._raw_in_epoch > 0 and not self.quota.done
+        self._active = self._raw_in_epoch > 0  # an epoch saved after its promised batches ends at the next pass
         self.stats = SiftStats.from_dict(state["stats"])
         if state.get("scoring_precision", "auto") != "auto":
             self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()

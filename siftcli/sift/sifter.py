@@ -168,10 +168,15 @@ class Sifter:
         # observed losses wait in _unshared for the next decision, which every rank makes at the same point
         self.share: Callable[[torch.Tensor], torch.Tensor] | None = None
         self._unshared: list[torch.Tensor] = []
+        # an epoch's floor (exact-length loaders): keep at least floor_rows of its epoch_rows; seen/kept so far
+        self.floor_rows: int | None = None
+        self.epoch_rows = self.epoch_seen = self.epoch_kept = 0
 
     # -- delay and anneal ---------------------------------------------------------------
-    def start_epoch(self) -> None:
+    def start_epoch(self, floor_rows: int | None = None, epoch_rows: int = 0) -> None:
+        """A new epoch; ``floor_rows``: keep at least that many of its ``epoch_rows`` (see :meth:`_meet_floor`)."""
         self.epoch_steps = 0
+        self.floor_rows, self.epoch_rows, self.epoch_seen, self.epoch_kept = floor_rows, epoch_rows, 0, 0
 
     def _delay_counter(self) -> int:
         return self.epoch_steps if self.config.repeat_delay_per_epoch else self.steps
@@ -204,6 +209,21 @@ class Sifter:
             delay_end = int(self.config.sift_delay) + (first if self.config.repeat_delay_per_epoch else 0)
         anneal = self.anneal_start
         return sum(1 for step in range(first, first + raw_batches) if step < delay_end or (anneal is not None and step >= anneal))
+
+    def kept_whole_run(self, raw_batches: int) -> float:
+        """Raw batches per epoch the schedule keeps whole, averaged over the run (``total_steps``, from the start): the
+        delay counts once (or every epoch with ``repeat_delay_per_epoch``); an ``auto`` delay not yet started is
+        taken to end with the first epoch."""
+        total, delay = int(self.total_steps or raw_batches), int(0 if self.config.auto_delay else self.config.sift_delay)
+        auto_end = (self.started_at if self.started_at is not None else raw_batches) if self.config.auto_delay else 0
+        anneal = self.anneal_start if self.anneal_start is not None else total
+
+        def whole_at(step: int) -> bool:
+            in_delay = step % max(1, raw_batches) < delay if self.config.repeat_delay_per_epoch else step < delay
+            return in_delay or step < auto_end or step >= anneal
+
+        whole = sum(1 for step in range(total) if whole_at(step))
+        return whole * raw_batches / max(1, total)
 
     @property
     def keeps_all(self) -> bool:
@@ -300,6 +320,30 @@ class Sifter:
         the kept budget, never ranked nor added to the history."""
         mask, weights, ranked = self._decide(losses, n, forced)
         self._absorb(ranked)
+        if self.floor_rows is not None:
+            mask, weights = self._meet_floor(mask, weights, losses)
+        self.epoch_seen += n
+        self.epoch_kept += int(mask.sum())
+        return mask, weights
+
+    def _meet_floor(self, mask: torch.Tensor, weights: torch.Tensor | None,
+                    losses: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Keep the fewest extra samples that still let the epoch reach its floor: only when the rows left after this
+        batch could no longer make up what the draw fell behind (the epoch's tail), the batch's highest-scored
+        dropped samples are kept too (weight 1). A loader that promised its trainer ``len()`` batches keeps it."""
+        n = mask.numel()
+        left_after = max(0, self.epoch_rows - self.epoch_seen - n)
+        short = min(int((~mask).sum()), self.floor_rows - self.epoch_kept - int(mask.sum()) - left_after)
+        if short <= 0:
+            return mask, weights
+        order = torch.zeros(n) if losses is None else losses.detach().float().flatten().cpu().nan_to_num(nan=-math.inf)
+        order = order.masked_fill(mask, -math.inf) if losses is not None else order - mask.float()
+        extra = torch.topk(order, short).indices
+        mask = mask.clone()
+        mask[extra] = True
+        if weights is not None:
+            weights = weights.clone()
+            weights[extra] = 1.0
         return mask, weights
 
     def _decide(self, losses: torch.Tensor | None, n: int,
@@ -371,6 +415,7 @@ class Sifter:
             "gain": self.gain,
             "gain_samples": self.gain_samples,
             "unshared": [t.clone() for t in self._unshared],
+            "floor": (self.floor_rows, self.epoch_rows, self.epoch_seen, self.epoch_kept),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -391,3 +436,4 @@ class Sifter:
         self.gain = float(state.get("gain", 1.0))
         self.gain_samples = int(state.get("gain_samples", 0))
         self._unshared = list(state.get("unshared", []))
+        self.floor_rows, self.epoch_rows, self.epoch_seen, self.epoch_kept = state.get("floor", (None, 0, 0, 0))

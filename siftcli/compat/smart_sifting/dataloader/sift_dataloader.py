@@ -95,7 +95,7 @@ class SiftingDataloader(SiftingDataLoader):
         self._rows = _Rows()
         self._original: Any = None
         super().__init__(orig_dataloader, model, self._loss, sift_config.to_sift_config(seed), batch_size=size,
-                         batch_transform=self._transform)
+                         batch_transform=self._transform, exact_len=True)
         self.add_batch_hook(self._after_decision)
 
     def _transform(self, raw: Any) -> Any:
