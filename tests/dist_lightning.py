@@ -1,5 +1,6 @@
 """Run by tests/test_parallel.py under torchrun: the Lightning tutorial shape (a DataModule owns train_dataloader) on 2
-processes with DDP; writes rank<N>.json in the working folder: the rows this rank trained on, steps, validation epochs."""
+processes with DDP; writes rank<N>.json in the working folder: the rows this rank trained on, steps, validation epochs.
+``plain`` as the first argument: the same module on a plain DataLoader (for ``python -m benchmarks library-shapes``)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,13 @@ class Module(SiftedTrainingStep, L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
+PLAIN = sys.argv[1:2] == ["plain"]
+
+
 class Data(L.LightningDataModule):
     def train_dataloader(self):  # noqa: ANN201
+        if PLAIN:
+            return DataLoader(data, batch_size=8, shuffle=True)
         return sifting_dataloader(self, DataLoader(data, batch_size=8, shuffle=True), SiftConfig(beta=1.0, sift_delay=0,
                                   mode="probabilistic"), cross_entropy_loss)
 
@@ -64,9 +70,14 @@ def recording():  # noqa: ANN202
     return loader
 
 
-data_module.train_dataloader = recording
+if PLAIN:  # a plain training step on a plain loader
+    Module.training_step = lambda self, batch, batch_idx: torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
+else:
+    data_module.train_dataloader = recording
 trainer.fit(module, data_module)
 Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({
     "rank": dist.get_rank(), "rows": rows, "steps": trainer.global_step, "validated": module.validated,
+    "raw": 128 if PLAIN else module.sifted.stats.raw_samples, "kept": 128 if PLAIN else module.sifted.stats.kept_samples,
+    "planned": trainer.estimated_stepping_batches,
     "weights": [float(p.detach().sum()) for p in module.parameters()]}))
 dist.barrier()

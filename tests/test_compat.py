@@ -114,7 +114,8 @@ def test_a_pytorch_loop_sifts_with_each_published_transform(transform: SiftingBa
     assert isinstance(original, list) and len(original) == 3 and original[0].shape == (16, 6)  # the DataLoader's own batch
     if transform is not None:
         assert isinstance(transformed, (ListBatch, TensorBatch)) and len(transformed) == 16
-    assert len(loader._rows.rows) == loader.outbox.rows()  # every sample was yielded or dropped, or waits for epoch 2
+    held = loader.outbox.rows() if transform is not None else 0  # rows a transform's batch type holds by id
+    assert len(loader._rows.rows) == held  # every sample was yielded or dropped, or waits for epoch 2
 
 
 class ImageListBatchTransform(SiftingBatchTransform):
@@ -201,12 +202,14 @@ def test_enable_sifting_trains_a_hugging_face_trainer(tmp_path: Path) -> None:
     trainer = enable_sifting(Trainer(model=model, args=args, train_dataset=rows), _config(delay=2), HFLoss(), model)
     out = trainer.train()
     stats = trainer.sifting_loader.stats
-    assert stats.raw_samples == 128 and 0 < stats.kept_samples < 128 and out.global_step >= 1
+    assert stats.raw_samples == 128 and 0 < stats.kept_samples < 128
+    assert out.global_step == trainer.state.max_steps and trainer.lr_scheduler.get_last_lr()[0] == 0.0  # ends as planned
 
 
 def test_the_lightning_data_module_shape_logs_the_kept_fraction(tmp_path: Path) -> None:
     """The smart-sifting Lightning test script's shape: a DataModule returns the SiftingDataloader (its model is the
-    LightningModule), and TrainingMetricsRecorder logs what was kept."""
+    LightningModule), and TrainingMetricsRecorder logs what was kept. The loader reads the run's length from the trainer,
+    so every epoch yields the batches Lightning planned and validates, the delay's extra batches included."""
     import pytorch_lightning as pl
 
     from siftcli.compat.smart_sifting.metrics.lightning import TrainingMetricsRecorder
@@ -215,12 +218,19 @@ def test_the_lightning_data_module_shape_logs_the_kept_fraction(tmp_path: Path) 
         def __init__(self) -> None:
             super().__init__()
             self.model = _Model()
+            self.validated = 0
 
         def forward(self, batch: Any) -> torch.Tensor:
             return self.model(batch)
 
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
             return torch.nn.functional.cross_entropy(self(batch), batch[2])
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", torch.nn.functional.cross_entropy(self(batch), batch[2]))
+
+        def on_validation_epoch_end(self) -> None:
+            self.validated += 0 if self.trainer.sanity_checking else 1
 
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -231,16 +241,20 @@ def test_the_lightning_data_module_shape_logs_the_kept_fraction(tmp_path: Path) 
             self.model = model
 
         def train_dataloader(self) -> SiftingDataloader:
-            return SiftingDataloader(sift_config=_config(), orig_dataloader=_three_tensor_loader(), loss_impl=OriginalBatchLoss(),
-                                     model=self.model)
+            return SiftingDataloader(sift_config=_config(delay=3), orig_dataloader=_three_tensor_loader(),
+                                     loss_impl=OriginalBatchLoss(), model=self.model)
+
+        def val_dataloader(self) -> DataLoader:
+            return _three_tensor_loader(32)
 
     module = Module()
-    trainer = pl.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+    trainer = pl.Trainer(max_epochs=3, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, callbacks=[TrainingMetricsRecorder()],
                          default_root_dir=str(tmp_path))
     trainer.fit(module, Data(module))
     metrics = trainer.callback_metrics
-    assert 0 < float(metrics["sift/kept_fraction"]) < 1 and float(metrics["sift/num_orig_samples_seen"]) == 192
+    assert 0 < float(metrics["sift/kept_fraction"]) < 1 and float(metrics["sift/num_orig_samples_seen"]) == 288
+    assert module.validated == 3 and trainer.global_step == trainer.estimated_stepping_batches
     assert 0 < float(metrics["sift/epoch_kept_fraction"]) <= 1
 
 

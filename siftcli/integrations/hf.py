@@ -26,6 +26,14 @@ from siftcli.sift.sifter import SiftConfig
 logger = logging.getLogger(__name__)
 
 
+def run_epochs(args: Any, raw_batches: int, keep_fraction: float) -> float:
+    """The run's length in epochs as the Trainer will plan it from ``args`` (``max_steps`` wins over
+    ``num_train_epochs``; ``keep_fraction`` of ``raw_batches`` per epoch), for the loader's exact epoch length."""
+    if args.max_steps and args.max_steps > 0:
+        return args.max_steps * args.gradient_accumulation_steps / max(1.0, raw_batches * keep_fraction)
+    return float(args.num_train_epochs)
+
+
 class SiftingTrainer(Trainer):
     """A ``Trainer`` whose training loader is a :class:`SiftingDataLoader`.
 
@@ -53,7 +61,8 @@ class SiftingTrainer(Trainer):
         pad = {"input_ids": self.pad_token_id} if self.pad_token_id is not None else None
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
                                                 batch_size=self._train_batch_size, pad_values=pad,
-                                                epochs=self._sift_epochs(len(base)), exact_len=True)
+                                                epochs=run_epochs(self.args, len(base), self.sift_config.target_keep_fraction),
+                                                exact_len=True)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
         if saved and os.path.exists(saved):
             state = torch.load(saved, weights_only=True)
@@ -61,12 +70,6 @@ class SiftingTrainer(Trainer):
             if state.get("pass_done"):  # saved after the epoch's last step: the Trainer starts the next epoch
                 self.sifting_loader.end_pass()
         return self.sifting_loader
-
-    def _sift_epochs(self, raw_batches: int) -> float:
-        """The run's length in epochs as the Trainer will plan it (``max_steps`` wins over ``num_train_epochs``)."""
-        if self.args.max_steps and self.args.max_steps > 0:
-            return self.args.max_steps * self.args.gradient_accumulation_steps / max(1, raw_batches * self.sift_config.target_keep_fraction)
-        return self.args.num_train_epochs
 
     def _sift_state_path(self, checkpoint: str) -> str:
         return os.path.join(checkpoint, f"sifting_loader_rank{self.args.process_index}.pt")

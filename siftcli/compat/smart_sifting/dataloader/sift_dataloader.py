@@ -12,6 +12,7 @@ Progress goes to the :mod:`logging` logger of this module at INFO, one line per 
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Iterator
 from typing import Any
@@ -62,7 +63,11 @@ class _Rows:
 class SiftingDataloader(SiftingDataLoader):
     """``SiftingDataloader(sift_config, orig_dataloader, batch_transforms=None, loss_impl, model, log_batch_data=False,
     batch_format_index=None)``, as documented; ``batch_size=`` names the batch size where the DataLoader does not
-    (a batch sampler's, accelerate's loader), ``seed=`` seeds the keep decisions.
+    (a batch sampler's, accelerate's loader), ``seed=`` seeds the keep decisions, ``epochs=`` (the run's length) makes
+    ``len()`` one count for the whole run, which a trainer that plans its schedule from ``len()`` then ends exactly.
+
+    Every epoch yields exactly ``len()`` batches (``exact_len``, see :mod:`siftcli.sift.quota`): a Hugging Face Trainer
+    or Lightning that stops at ``len()`` still has every raw row offered, and kept rows beyond it wait for the next epoch.
 
     ``batch_format_index``: which dimension of a tensor batch indexes the samples, 0 (the default) or 1 (a batch laid
     out feature by sample is transposed for sifting and back for the loop).
@@ -71,7 +76,7 @@ class SiftingDataloader(SiftingDataLoader):
     def __init__(self, sift_config: RelativeProbabilisticSiftConfig | dict, orig_dataloader: Any,
                  batch_transforms: SiftingBatchTransform | None = None, loss_impl: Loss | None = None,
                  model: torch.nn.Module | None = None, log_batch_data: bool = False, batch_format_index: int | None = None,
-                 *, batch_size: int | None = None, seed: int = 0) -> None:
+                 *, batch_size: int | None = None, seed: int = 0, epochs: float | None = None) -> None:
         if isinstance(batch_transforms, torch.nn.Module) or isinstance(loss_impl, torch.nn.Module):
             raise TypeError("SiftingDataloader: a model was passed where batch_transforms or loss_impl goes; the documented "
                             "order is (sift_config, orig_dataloader, batch_transforms, loss_impl, model): pass model= by name")
@@ -95,7 +100,7 @@ class SiftingDataloader(SiftingDataLoader):
         self._rows = _Rows()
         self._original: Any = None
         super().__init__(orig_dataloader, model, self._loss, sift_config.to_sift_config(seed), batch_size=size,
-                         batch_transform=self._transform, exact_len=True)
+                         batch_transform=self._transform, exact_len=True, epochs=epochs)
         self.add_batch_hook(self._after_decision)
 
     def _transform(self, raw: Any) -> Any:
@@ -124,6 +129,16 @@ class SiftingDataloader(SiftingDataLoader):
         if self.log_batch_data:
             self.batch_log.append({"kept": d.mask.nonzero().flatten().tolist(),
                                    "losses": None if d.losses is None else d.losses.tolist()})
+
+    def __len__(self) -> int:
+        """As :meth:`SiftingDataLoader.__len__`; the run's length, when not given, is read from a Lightning trainer the
+        model is attached to (the smart-sifting Lightning shape passes the LightningModule as ``model``), so the count
+        stays the same every epoch and Lightning validates at the end of each."""
+        if self.sifter.total_steps is None and self.quota.promise is None:
+            epochs = getattr(getattr(self.model, "_trainer", None), "max_epochs", None)
+            if isinstance(epochs, int) and epochs > 0:
+                self.sifter.total_steps = math.ceil(epochs * len(self.dataloader))
+        return super().__len__()
 
     def __iter__(self) -> Iterator[Any]:
         for batch in super().__iter__():

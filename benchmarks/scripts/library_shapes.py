@@ -1,0 +1,300 @@
+"""The library in the code people already have: each published shape beside the plain class it replaces.
+
+Runs every shape the library promises to fit, on a tiny BERT or linear model (offline, seconds each), and the same run
+with the plain Hugging Face ``Trainer`` / Lightning / ``DataLoader``, and prints one row per run: optimizer steps run
+and planned, rows offered and kept, evaluations, the learning rate at the end. Then the exact-resume check (a
+``SiftingTrainer`` stopped mid-epoch and resumed ends with the uninterrupted run's weights) and, with ``--torchrun``,
+the two-process runs (``SiftingTrainer`` under ``torchrun``; Lightning DDP), each beside its plain counterpart.
+
+    python -m benchmarks library-shapes [--epochs 3] [--torchrun]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Row:
+    shape: str
+    loop: str
+    steps: int
+    planned: int | str
+    offered: int | str
+    kept: float | str
+    evaluations: int | str
+    final_lr: float | str
+
+
+def _bert() -> torch.nn.Module:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    return BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                    intermediate_size=32, max_position_embeddings=16, num_labels=2,
+                                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+
+
+def _rows(n: int) -> list[dict]:
+    g = torch.Generator().manual_seed(0)
+    return [{"input_ids": torch.randint(1, 50, (8,), generator=g), "labels": int(i % 2)} for i in range(n)]
+
+
+def _args(out: str, epochs: int, **extra: Any) -> Any:
+    from transformers import TrainingArguments
+
+    return TrainingArguments(output_dir=out, per_device_train_batch_size=8, num_train_epochs=epochs, report_to=[],
+                             save_strategy="no", logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0,
+                             gradient_accumulation_steps=2, eval_strategy="epoch", per_device_eval_batch_size=16, **extra)
+
+
+def _hf_row(shape: str, trainer: Any, loader: Any) -> Row:
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # the logs stay in log_history; the table is the output
+    out = trainer.train()
+    evals = sum("eval_loss" in h for h in trainer.state.log_history)
+    stats = loader.stats if loader is not None else None
+    return Row(shape, "sifted" if stats else "plain", out.global_step, trainer.state.max_steps,
+               stats.raw_samples if stats else "all", round(stats.kept_samples / stats.raw_samples, 3) if stats else 1.0,
+               evals, trainer.lr_scheduler.get_last_lr()[0])
+
+
+def hugging_face(epochs: int, tmp: str) -> list[Row]:
+    """The plain Trainer, SiftingTrainer, the guide's simple setup (enable_sifting) and custom setup (a subclass whose
+    get_train_dataloader wraps super()'s), all with gradient accumulation 2 and evaluation every epoch."""
+    from transformers import Trainer
+
+    from siftcli.compat.smart_sifting.dataloader.sift_dataloader import SiftingDataloader
+    from siftcli.compat.smart_sifting.integrations.trainer import enable_sifting
+    from siftcli.compat.smart_sifting.loss.abstract_sift_loss_module import Loss
+    from siftcli.compat.smart_sifting.sift_config.sift_configs import LossConfig, RelativeProbabilisticSiftConfig, SiftingBaseConfig
+    from siftcli.integrations.hf import SiftingTrainer
+    from siftcli.sift import SiftConfig
+
+    rows, held = _rows(96), _rows(16)
+    config = RelativeProbabilisticSiftConfig(beta_value=1, loss_history_length=100,
+                                             loss_based_sift_config=LossConfig(sift_config=SiftingBaseConfig(sift_delay=2)))
+
+    class BertLoss(Loss):  # the published text sample's loss, on the DataLoader's own batch
+        def loss(self, model: torch.nn.Module, transformed_batch: Any, original_batch: Any = None) -> torch.Tensor:
+            batch = {k: v.to(model.device) for k, v in original_batch.items()}
+            return torch.nn.functional.cross_entropy(model(**batch).logits, batch["labels"], reduction="none")
+
+    class SiftingImplementedTrainer(Trainer):  # the guide's custom setup, imports changed only
+        def get_train_dataloader(self) -> Any:
+            dl = super().get_train_dataloader()
+            self.sifting = SiftingDataloader(sift_config=config, orig_dataloader=dl, loss_impl=BertLoss(), model=self.model)
+            return self.sifting
+
+    out = []
+    plain = Trainer(model=_bert(), args=_args(f"{tmp}/plain", epochs), train_dataset=rows, eval_dataset=held)
+    out.append(_hf_row("HF Trainer", plain, None))
+    sifting = SiftingTrainer(model=_bert(), args=_args(f"{tmp}/st", epochs), train_dataset=rows, eval_dataset=held,
+                             sift_config=SiftConfig(beta=1.0, sift_delay=2))
+    row = _hf_row("HF Trainer", sifting, None)
+    out.append(_hf_row_from(row, "SiftingTrainer", sifting.sifting_loader))
+    simple = enable_sifting(Trainer(model=_bert(), args=_args(f"{tmp}/simple", epochs), train_dataset=rows, eval_dataset=held),
+                            config, BertLoss())
+    out.append(_hf_row("enable_sifting (guide, simple)", simple, None))
+    out[-1] = _hf_row_from(out[-1], out[-1].shape, simple.sifting_loader)
+    custom = SiftingImplementedTrainer(model=_bert(), args=_args(f"{tmp}/custom", epochs), train_dataset=rows,
+                                       eval_dataset=held)
+    row = _hf_row("get_train_dataloader override (guide, custom)", custom, None)
+    out.append(_hf_row_from(row, row.shape, custom.sifting))
+    return out
+
+
+def _hf_row_from(row: Row, shape: str, loader: Any) -> Row:
+    st = loader.stats
+    return Row(shape, "sifted", row.steps, row.planned, st.raw_samples, round(st.kept_samples / st.raw_samples, 3),
+               row.evaluations, row.final_lr)
+
+
+def resume_check(tmp: str) -> dict[str, Any]:
+    """SiftingTrainer (probabilistic) checkpointed every step; resumed from a mid-epoch checkpoint and from the first
+    epoch's last one: does each end with the uninterrupted run's weights?"""
+    from transformers import TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+    from siftcli.sift import SiftConfig
+
+    def make(out: str) -> SiftingTrainer:
+        args = TrainingArguments(output_dir=f"{tmp}/{out}", per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
+                                 save_strategy="steps", save_steps=1, logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0)
+        return SiftingTrainer(model=_bert(), args=args, train_dataset=_rows(64), sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=1))
+
+    from transformers.trainer_callback import PrinterCallback
+
+    whole = make("whole")
+    whole.remove_callback(PrinterCallback)
+    whole.train()
+    per_epoch = len(whole.sifting_loader)
+    result: dict[str, Any] = {"steps": whole.state.global_step, "steps_per_epoch": per_epoch}
+    for name, step in (("mid-epoch", per_epoch // 2 + 1), ("epoch boundary", per_epoch)):
+        resumed = make(f"resumed-{step}")
+        resumed.remove_callback(PrinterCallback)
+        resumed.train(resume_from_checkpoint=f"{tmp}/whole/checkpoint-{step}")
+        a, b = whole.model.state_dict(), resumed.model.state_dict()
+        result[f"{name} (checkpoint-{step})"] = all(torch.equal(a[k], b[k]) for k in a)
+    return result
+
+
+def lightning(epochs: int, tmp: str) -> list[Row]:
+    """A plain LightningModule; the same with sifting_dataloader + SiftedTrainingStep; the tutorial's DataModule shape;
+    the smart-sifting Lightning test script's shape (compat loader in a DataModule, TrainingMetricsRecorder). Each with a
+    linear learning-rate decay stepped every optimizer step and validation every epoch."""
+    import lightning.pytorch as L
+
+    from siftcli.compat.smart_sifting.dataloader.sift_dataloader import SiftingDataloader
+    from siftcli.compat.smart_sifting.loss.abstract_sift_loss_module import Loss
+    from siftcli.compat.smart_sifting.metrics.lightning import TrainingMetricsRecorder
+    from siftcli.compat.smart_sifting.sift_config.sift_configs import LossConfig, RelativeProbabilisticSiftConfig, SiftingBaseConfig
+    from siftcli.integrations.lightning import SiftedTrainingStep, sifting_dataloader
+    from siftcli.sift import SiftConfig, cross_entropy_loss
+
+    x = torch.randn(256, 4, generator=torch.Generator().manual_seed(0))
+    data = TensorDataset(x, (x[:, 0] > 0).long())
+
+    class Plain(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            torch.manual_seed(0)
+            self.net = torch.nn.Linear(4, 2)
+            self.validated = 0
+            self.sifted: Any = None
+
+        def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+            return self.net(inputs)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+        def train_dataloader(self) -> Any:
+            return DataLoader(data, batch_size=8, shuffle=True)
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(data, batch_size=64)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", torch.nn.functional.cross_entropy(self(batch[0]), batch[1]))
+
+        def on_validation_epoch_end(self) -> None:
+            self.validated += 0 if self.trainer.sanity_checking else 1
+
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            steps = self.trainer.estimated_stepping_batches
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / steps))
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    class Sifted(SiftedTrainingStep, Plain):
+        def train_dataloader(self) -> Any:
+            return sifting_dataloader(self, DataLoader(data, batch_size=8, shuffle=True), SiftConfig(beta=1.0), cross_entropy_loss)
+
+    class Tutorial(SiftedTrainingStep, Plain):  # the DataModule owns train_dataloader
+        pass
+
+    class TutorialData(L.LightningDataModule):
+        def train_dataloader(self) -> Any:
+            return sifting_dataloader(self, DataLoader(data, batch_size=8, shuffle=True), SiftConfig(beta=1.0), cross_entropy_loss)
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(data, batch_size=64)
+
+    class CELoss(Loss):
+        def loss(self, model: torch.nn.Module, transformed_batch: Any, original_batch: Any = None) -> torch.Tensor:
+            return torch.nn.functional.cross_entropy(model(original_batch[0]), original_batch[1], reduction="none")
+
+    class SageMakerData(L.LightningDataModule):  # the smart-sifting Lightning test script's shape
+        def __init__(self, model: L.LightningModule) -> None:
+            super().__init__()
+            self.model = model
+
+        def train_dataloader(self) -> Any:
+            config = RelativeProbabilisticSiftConfig(beta_value=1, loss_history_length=100,  # the default delay (1,000
+                                                     loss_based_sift_config=LossConfig(  # batches) outlasts this run
+                                                         sift_config=SiftingBaseConfig(sift_delay=2)))
+            self.model.sifted = SiftingDataloader(sift_config=config,
+                                                  orig_dataloader=DataLoader(data, batch_size=8, shuffle=True),
+                                                  loss_impl=CELoss(), model=self.model)
+            return self.model.sifted
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(data, batch_size=64)
+
+    out = []
+    for shape, module, datamodule, callbacks in (
+            ("LightningModule", Plain(), None, []),
+            ("LightningModule + sifting_dataloader", Sifted(), None, []),
+            ("DataModule (Lightning tutorial shape)", Tutorial(), TutorialData(), []),
+            ("compat DataModule + TrainingMetricsRecorder", Plain(), "sagemaker", [TrainingMetricsRecorder()])):
+        L.seed_everything(0, verbose=False)
+        dm = SageMakerData(module) if datamodule == "sagemaker" else datamodule
+        trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
+                            default_root_dir=f"{tmp}/{len(out)}")
+        trainer.fit(module, dm) if dm is not None else trainer.fit(module)
+        st = module.sifted.stats if module.sifted is not None else None
+        lr = trainer.optimizers[0].param_groups[0]["lr"]
+        out.append(Row(shape, "sifted" if st else "plain", trainer.global_step, trainer.estimated_stepping_batches,
+                       st.raw_samples if st else "all", round(st.kept_samples / st.raw_samples, 3) if st else 1.0,
+                       module.validated, round(lr, 6)))
+    return out
+
+
+def torchrun_rows(tmp: str) -> list[Row]:
+    """tests/dist_hf_trainer.py and tests/dist_lightning.py on 2 processes (gloo), sifted and plain."""
+    env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
+    out = []
+    for script, mode, shape in (("dist_hf_trainer.py", "plain", "HF Trainer, torchrun x2"),
+                                ("dist_hf_trainer.py", "probabilistic", "SiftingTrainer, torchrun x2"),
+                                ("dist_lightning.py", "plain", "Lightning DDP x2 (DataModule)"),
+                                ("dist_lightning.py", "probabilistic", "Lightning DDP x2 (DataModule)")):
+        cwd = Path(tempfile.mkdtemp(dir=tmp))
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+               str(ROOT / "tests" / script), mode]
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode:
+            raise SystemExit(f"{script} {mode} failed:\n{done.stderr[-2000:]}")
+        r = json.loads((cwd / "rank0.json").read_text())
+        sifted = mode != "plain"
+        out.append(Row(shape, "sifted" if sifted else "plain", r["steps"], r.get("planned", "-"), r.get("raw", len(r.get("rows", []))),
+                       round(r["kept"] / r["raw"], 3) if sifted and "kept" in r else (1.0 if not sifted else "-"),
+                       r.get("validated", "-"), r.get("lr", "-")))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks library-shapes", description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--torchrun", action="store_true", help="also the 2-process runs (about a minute each)")
+    opts = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = hugging_face(opts.epochs, tmp) + lightning(opts.epochs, tmp)
+        if opts.torchrun:
+            rows += torchrun_rows(tmp)
+        resume = resume_check(tmp)
+    print("| shape | loader | steps | planned | rows offered (rank 0) | kept | evaluations | final LR |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r.shape} | {r.loop} | {r.steps} | {r.planned} | {r.offered} | {r.kept} | {r.evaluations} | {r.final_lr} |")
+    print()
+    print("exact resume (SiftingTrainer, probabilistic, weights equal to the uninterrupted run):", json.dumps(resume))
+
+
+if __name__ == "__main__":
+    main()
