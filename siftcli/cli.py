@@ -317,6 +317,53 @@ def sweep_beta(
     _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(sweep_view(result, str(run_dir)))
 
 
+@app.command("plan")
+@_friendly
+def plan(
+    recipe: Annotated[Optional[str], typer.Argument(help="Recipe YAML (not with --resume).")] = None,
+    budget: Annotated[float, typer.Option("--budget", help="What the search may spend, in full baseline runs (the "
+                                          "baseline itself is one).")] = 3.0,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="Metric points a strategy may lose to the full "
+                                             "baseline and still count.")] = 1.0,
+    seeds: Annotated[int, typer.Option("--seeds", help="Paired seeds confirming the best (5 for an accuracy claim).")] = 3,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted plan folder.")] = None,
+    set_: SetOpt = None,
+    output: OutputOpt = None,
+    quiet: QuietOpt = False,
+    json_: JsonOpt = False,
+) -> None:
+    """Find which strategy pays on this data within a budget, confirm it over paired seeds, and write its recipe.
+
+    Tries training on everything, fewer steps, static filters by cheap references, near-duplicate removal, online
+    sifting and the teacher cache where they apply; ranks them on a validation half of the evaluation data; confirms the
+    best on the other half against the full baseline and a random subset of the same size; writes plan.json and plan.yaml.
+    """
+    import dataclasses
+
+    from siftcli.errors import SiftcliError
+    from siftcli.plan.run import check_options, run_plan
+    from siftcli.plan.view import plan_view
+
+    if resume and recipe is not None:
+        raise SiftcliError("--resume continues the plan with its saved recipe and settings; give no RECIPE")
+    if not resume:
+        check_options(budget, tolerance, seeds)
+    cfg = None if resume else _load(recipe, set_)
+    with _Progress(not quiet and not json_) as progress:
+        def events(kind: str, data: dict[str, Any]) -> None:
+            if kind == "plan" and not quiet and not json_:
+                left = data.get("left")
+                where = f"rung {data['fidelity']:.2f}" if "fidelity" in data else f"seed {data.get('seed')}"
+                err_console.print(f"plan: {data['phase']} {data['arm']} ({where}"
+                                  + (f", {left:.0f} s left in the budget)" if left is not None else ")"), highlight=False)
+            elif kind != "plan":
+                progress(kind, data)
+
+        folder, record = run_plan(cfg, budget=budget, tolerance=tolerance, seeds=seeds, output=output, resume=resume,
+                                  on_event=None if json_ else events)
+    _emit_json({"run_dir": str(folder), **dataclasses.asdict(record)}) if json_ else console.print(plan_view(record, str(folder)))
+
+
 @app.command("filter")
 @_friendly
 def filter_(

@@ -28,23 +28,28 @@ class SeedContext:
     initial: dict[str, torch.Tensor]  # the seed's initial weights (a state dict)
     subject: str = "sifted"
     runs: dict[str, RunMetrics] = field(default_factory=dict)
-    _reference: Any = None
-    _owner: str | None = None
+    _references: dict[str, tuple[Any, str]] = field(default_factory=dict)  # by reference kind: (reference, its builder)
 
-    def reference(self, arm: str, folder: Path | None = None) -> Any:
-        """The recipe's reference losses, built (or read from the cache) by the first arm that asks, on its clock;
-        later arms of the seed reuse them and pay nothing, reporting the build cost beside (amortised)."""
-        if self._reference is not None:
-            if arm == self._owner:
-                return self._reference
-            built = self._reference.summary()["build_seconds"]
-            return dataclasses.replace(self._reference, seconds=0.0, cached=True, build_seconds=built)
+    def reference(self, arm: str, folder: Path | None = None, kind: str | None = None) -> Any:
+        """The recipe's reference losses (``kind``: another kind over the recipe's holdout), built (or read from the
+        cache) by the first arm that asks, on its clock; later arms of the seed reuse them and pay nothing, reporting
+        the build cost beside (amortised)."""
+        recipe = self.recipe
+        if kind is not None and kind != recipe.sift.reference.kind:
+            recipe = recipe.model_copy(update={"sift": recipe.sift.model_copy(update={
+                "reference": recipe.sift.reference.model_copy(update={"kind": kind})})})
+        key = recipe.sift.reference.kind
+        if key in self._references:
+            built, owner = self._references[key]
+            if arm == owner:
+                return built
+            return dataclasses.replace(built, seconds=0.0, cached=True, build_seconds=built.summary()["build_seconds"])
 
-        self._reference, runs = reference_for(self.workload, self.recipe, self.initial)
-        self._owner = arm
+        reference, runs = reference_for(self.workload, recipe, self.initial)
+        self._references[key] = (reference, arm)
         if folder is not None:
-            atomic_write_json(folder / "reference.json", {**self._reference.summary(), "runs": [brief(m) for m in runs]})
-        return self._reference
+            atomic_write_json(folder / "reference.json", {**reference.summary(), "runs": [brief(m) for m in runs]})
+        return reference
 
 
 def preflight(recipe: Recipe) -> None:

@@ -36,7 +36,7 @@ def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
         seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
         out.append(ctx.runs)
         for name in order:
-            ctx.runs[name] = run_one(ctx, name, seed_dir / _folder_name(name), on_event)
+            ctx.runs[name] = run_one(ctx, name, seed_dir / folder_name(name), on_event)
     return out
 
 
@@ -48,7 +48,8 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
     plan = arm_row(name).derive(ctx, name)
     workload = ctx.workload if plan.subset is None else ctx.workload.subset(plan.subset)
     cfg = sift_config(plan.recipe, len(workload.train_data), **plan.sift) if plan.sift is not None else None
-    reference = ctx.reference(name, folder) if (cfg is not None and cfg.uses_reference) or plan.pays_reference else None
+    wants = (cfg is not None and cfg.uses_reference) or plan.pays_reference
+    reference = ctx.reference(name, folder, kind=plan.reference_kind) if wants else None
     if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
         reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
     workload.model.load_state_dict(ctx.initial)
@@ -59,5 +60,6 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
     return metrics
 
 
-def _folder_name(name: str) -> str:
+def folder_name(name: str) -> str:
+    """An arm's folder: its name with the characters of its settings made path-safe."""
     return name.replace(":", "-").replace(",", "-").replace("=", "")

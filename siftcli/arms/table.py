@@ -40,6 +40,7 @@ class Plan:
     subset: list[int] | None = None
     pays_reference: bool = False
     upfront: dict[str, float] = field(default_factory=dict)
+    reference_kind: str | None = None  # the reference it paid for, where not the recipe's own (sift.reference.kind)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,80 @@ def _check_dedup(recipe: Recipe, name: str) -> None:
         raise SiftcliError(f"--arm {name}: threshold must be a similarity in (0, 1]")
 
 
+FILTER_KEYS = {"fraction", "reference", "dedup"}
+#: Reference kinds a filter may name; those but cross-fit read the recipe's holdout (sift.reference.holdout_*).
+FILTER_REFERENCES = ("ngram", "naive-bayes", "holdout", "cross-fit")
+
+
+def _fraction(name: str, value: Any, key: str = "fraction") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+        raise SiftcliError(f"--arm {name!r}: {key} must be a number in (0, 1]")
+    return float(value)
+
+
+def _filter_changes(recipe: Recipe, name: str) -> tuple[float | None, str | None, float | None]:
+    """(fraction, reference kind, dedup similarity) of ``filter:fraction=F,reference=KIND,dedup=T``, checked."""
+    changes = _changes(name)
+    unknown = sorted(set(changes) - FILTER_KEYS)
+    if unknown or not changes:
+        raise SiftcliError(f"--arm {name!r}: filter takes fraction=F, reference=KIND and dedup=T (at least one; got "
+                           f"{', '.join(unknown) or 'none'})")
+    fraction = None if "fraction" not in changes else _fraction(name, changes["fraction"])
+    kind = changes.get("reference")
+    if kind is not None and kind not in FILTER_REFERENCES:
+        raise SiftcliError(f"--arm {name!r}: reference must be one of {', '.join(FILTER_REFERENCES)}")
+    if kind is not None and fraction is None:
+        raise SiftcliError(f"--arm {name!r}: reference={kind} ranks rows for a fraction=F to keep; give one")
+    ref = recipe.sift.reference
+    if kind not in (None, "cross-fit") and ref.holdout_source is None and ref.holdout_fraction is None:
+        raise SiftcliError(f"--arm {name!r}: reference={kind} reads a holdout; set sift.reference.holdout_source or "
+                           "holdout_fraction in the recipe")
+    dedup = None if "dedup" not in changes else _fraction(name, changes["dedup"], "dedup")
+    if dedup is not None and TASKS[recipe.task].inputs != "text":
+        raise SiftcliError(f"--arm {name}: near-duplicate removal needs a text task; {recipe.task} has none")
+    return fraction, kind, dedup
+
+
+def _filter(ctx: SeedContext, name: str) -> Plan:
+    """The pool filtered once before training, the rest trained on the recipe's full schedule: near-copies dropped
+    (``dedup=T``), then the ``fraction=F`` with the lowest reference loss (``reference=KIND``, default the recipe's
+    own), the reference and the search on the arm's clock. What ``siftcli filter`` writes and a recipe then trains on."""
+    import time
+
+    fraction, kind, dedup = _filter_changes(ctx.recipe, name)
+    chosen, upfront = list(range(len(ctx.workload.train_data))), {}
+    if dedup is not None:
+        t0 = time.perf_counter()
+        chosen = near_duplicates(token_sequences(ctx.workload.train_data), dedup)
+        upfront["dedup"] = time.perf_counter() - t0
+    if fraction is not None:
+        losses = ctx.reference(name, kind=kind).losses
+        chosen = [chosen[i] for i in lowest(losses[chosen], fraction)]
+    return Plan(ctx.recipe, subset=chosen, pays_reference=fraction is not None, upfront=upfront, reference_kind=kind)
+
+
+def _check_filter(recipe: Recipe, name: str) -> None:
+    _filter_changes(recipe, name)
+
+
+def _random_subset(ctx: SeedContext, name: str) -> Plan:
+    """A uniform random ``fraction=F`` of the pool (drawn per seed), trained on the recipe's full schedule: what a
+    filter's choice of that many rows is worth over chance."""
+    import torch
+
+    fraction = _random_fraction(name)
+    n = len(ctx.workload.train_data)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(104_729 + int(ctx.recipe.seed)))
+    return Plan(ctx.recipe, subset=sorted(order[: max(1, round(fraction * n))].tolist()))
+
+
+def _random_fraction(name: str) -> float:
+    changes = _changes(name)
+    if set(changes) != {"fraction"}:
+        raise SiftcliError(f"--arm {name!r}: random-subset takes fraction=F only (random-subset:fraction=0.25)")
+    return _fraction(name, changes["fraction"])
+
+
 def _target_only(ctx: SeedContext, name: str) -> Plan:
     """Only the pool's rows of ``data.target_group``: the ceiling a perfect filter of a mixed pool reaches."""
     w, target = ctx.workload, ctx.recipe.data.target_group
@@ -200,6 +275,10 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
         sifts=True, check=_check_variant),
     Arm("train-less", "the baseline stopped at a fraction of its steps (train-less:fraction=0.5), fully decayed", _train_less,
         ("baseline",)),
+    Arm("filter", "the pool filtered once, the rest on the full schedule: filter:fraction=F,reference=KIND,dedup=T "
+        "(any of them)", _filter, check=_check_filter),
+    Arm("random-subset", "a random fraction of the pool on the full schedule (random-subset:fraction=F): chance at that "
+        "size", _random_subset, check=lambda recipe, name: _random_fraction(name) and None),
 )}
 
 

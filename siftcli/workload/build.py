@@ -52,6 +52,7 @@ class Workload:
     unlabeled: bool = False  # training rows carry no label (-1): distillation from the teacher alone
     source_index: list[int] | None = None  # each training row's row in ``source_rows`` (what siftcli filter writes out)
     source_rows: Any = None  # the loaded training data (a datasets.Dataset), columns as in the file
+    eval_source_rows: Any = None  # the loaded evaluation data, likewise (what siftcli plan writes beside a filtered file)
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))  # resolved once, from the recipe
     augment: Any = None  # data.augment: a seeded Text/ImageAugment applied to training samples as the loader fetches them
 
@@ -184,7 +185,8 @@ def build_workload(recipe: Recipe) -> Workload:
         loss_fn=loss_fn, metric=recipe.resolved_metric, label_names=splits.label_names,
         pad_values=pad_values, padding_side=padding_side, noisy=noisy, processor=processor, teacher=teacher,
         groups=groups, group_names=group_names, holdout_data=holdout_rows, unlabeled=splits.unlabeled,
-        source_index=source_index, source_rows=splits.train, device=resolve_device(recipe.device, recipe.precision),
+        source_index=source_index, source_rows=splits.train, eval_source_rows=splits.eval,
+        device=resolve_device(recipe.device, recipe.precision),
         augment=_augment(recipe, processor, splits.input_column),
     )
 

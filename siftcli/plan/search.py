@@ -1,0 +1,203 @@
+"""Candidates and a budget in, every candidate's trials on the validation split out: successive halving, cheap first.
+
+The unit is one full baseline run, measured first (its clock, evaluation included, is the plan's yardstick). Rung 0
+trains the baseline and every candidate for a third of its own schedule (``FIDELITY``) in order of predicted cost, while
+the search has spent less than ``RUNG0_SHARE`` of the budget; the candidates within the tolerance of the baseline at
+that fidelity (else the two best) are promoted, cheapest first, to the full schedule while the budget lasts. A trial
+is never started when its predicted cost would take the search past the budget; a trial that runs over its prediction
+is the only way the search can exceed it, and the record shows by how much.
+
+Every trial is a run folder (``search/<arm>/rung<k>/``); a plan resumed after an interruption reads the finished ones
+back instead of training them again (training is deterministic per seed, so an interrupted trial simply runs again).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from siftcli.arms.context import SeedContext
+from siftcli.arms.run import folder_name, run_one
+from siftcli.plan.record import Candidate, PlanRecord, Trial
+from siftcli.recipe.schema import Recipe
+from siftcli.runio import read_json
+from siftcli.training.record import RunMetrics, final_value, paid_seconds
+
+#: Rung 0 trains each candidate for this share of its own schedule.
+FIDELITY = 1 / 3
+#: Rung 0 may spend up to this share of the budget; the rest is for the full-schedule runs of the promoted.
+RUNG0_SHARE = 0.6
+#: At most this many candidates reach the full schedule.
+PROMOTE = 3
+#: A first guess of an online-sifting run's cost beyond its kept fraction (the scoring forward), before it is measured.
+SCORING_GUESS = 0.35
+
+
+@dataclass
+class Clock:
+    """The plan's own time: this process's seconds plus what earlier (interrupted) processes spent."""
+
+    before: float = 0.0
+    started: float = field(default_factory=time.perf_counter)
+
+    def spent(self) -> float:
+        return self.before + time.perf_counter() - self.started
+
+
+def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Callable[[str, dict[str, Any]], None] | None) -> RunMetrics:
+    """``run_one``, or the finished run this folder already holds (a resumed plan); an unfinished one starts again."""
+    done = folder / "metrics.json"
+    if done.exists():
+        metrics = read_json(done)
+        if metrics.get("status") == "completed":
+            return metrics
+    if folder.exists():
+        shutil.rmtree(folder)
+    return run_one(ctx, arm, folder, on_event)
+
+
+def at_fidelity(recipe: Recipe, fidelity: float) -> Recipe:
+    """The recipe trained for ``fidelity`` of its epochs, schedule fully decayed there (one evaluation, at the end)."""
+    return recipe.model_copy(update={
+        "epochs": recipe.epochs * fidelity, "max_steps": None, "checkpoint_every_steps": None,
+        "eval": recipe.eval.model_copy(update={"every_steps": None, "every_seconds": None, "per_epoch": False})})
+
+
+def predicted_cost(candidate: Candidate, unit: float, fidelity: float) -> float:
+    """Seconds a trial should take: its share of the pool (plus scoring, for online sifting) of a baseline run, or, once
+    a lower rung ran, that rung's measured seconds scaled up."""
+    ran = [t for t in candidate.trials if t.status == "complete" and t.fidelity < fidelity]
+    if ran:
+        return ran[-1].seconds * fidelity / ran[-1].fidelity
+    share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
+    if candidate.family == "online":
+        share += SCORING_GUESS
+    return unit * fidelity * share
+
+
+@dataclass
+class Search:
+    """One seed's search on the validation split: the context per fidelity (its own baseline run), the record."""
+
+    record: PlanRecord
+    folder: Path
+    make_context: Callable[[Recipe], SeedContext]
+    recipe: Recipe
+    clock: Clock
+    on_event: Callable[[str, dict[str, Any]], None]
+    contexts: dict[float, SeedContext] = field(default_factory=dict)
+
+    def context(self, fidelity: float) -> SeedContext:
+        """The seed's context at ``fidelity``, its baseline run first (what train-less derives from and each trial is held
+        against). References are built once per seed and shared by every fidelity."""
+        if fidelity not in self.contexts:
+            ctx = self.make_context(at_fidelity(self.recipe, fidelity) if fidelity < 1 else self.recipe)
+            if self.contexts:
+                ctx._references = next(iter(self.contexts.values()))._references
+            self.on_event("plan", {"phase": "search", "arm": "baseline", "fidelity": fidelity, "left": self.left()})
+            ctx.runs["baseline"] = cached_run(ctx, "baseline", self.folder / "baseline" / _rung(fidelity), self.on_event)
+            self.contexts[fidelity] = ctx
+        return self.contexts[fidelity]
+
+    def left(self) -> float | None:
+        """Seconds left in the budget (None until the baseline set the unit)."""
+        unit = self.record.baseline_seconds
+        return None if unit is None else self.record.budget * unit - self.clock.spent()
+
+    def trial(self, candidate: Candidate, fidelity: float) -> Trial:
+        """Train ``candidate`` at ``fidelity`` (or read it back), recorded on the candidate."""
+        ctx = self.context(fidelity)
+        self.on_event("plan", {"phase": "search", "arm": candidate.arm, "fidelity": fidelity, "left": self.left()})
+        base = ctx.runs["baseline"]
+        try:
+            run = cached_run(ctx, candidate.arm, self.folder / folder_name(candidate.arm) / _rung(fidelity), self.on_event)
+        except Exception as exc:  # noqa: BLE001  (a candidate that cannot run is a result, not the plan's end)
+            trial = Trial(candidate.arm, fidelity, 0.0, None, final_value(base), None, "failed", f"{type(exc).__name__}: {exc}")
+        else:
+            unit = paid_seconds(self.contexts[1.0].runs["baseline"])
+            trial = Trial(candidate.arm, fidelity, run["total_seconds"], final_value(run), final_value(base),
+                          paid_seconds(run) / max(1e-9, unit), "complete")
+            if candidate.pool_fraction is None and run.get("subset"):
+                candidate.pool_fraction = run["subset"]["samples"] / max(1, run["subset"]["of"])
+        candidate.trials.append(trial)
+        return trial
+
+
+def _rung(fidelity: float) -> str:
+    return "full" if fidelity >= 1 else f"fidelity{fidelity:.2f}"
+
+
+def within(metric: float | None, baseline: float | None, tolerance_points: float, scale: float, higher: bool) -> bool:
+    """Whether ``metric`` is no more than ``tolerance_points`` (in the metric's reporting unit) worse than ``baseline``."""
+    if metric is None or baseline is None:
+        return False
+    gap = (metric - baseline) * scale * (1 if higher else -1)
+    return gap >= -tolerance_points
+
+
+def search(s: Search, candidates: list[Candidate], scale: float, higher: bool) -> list[Candidate]:
+    """Run the rungs; returns the candidates that finished the full schedule within the tolerance on validation, cheapest
+    (time ratio) first."""
+    record = s.record
+    full = s.context(1.0)
+    base = full.runs["baseline"]
+    record.baseline_seconds = base["total_seconds"]
+    record.baseline_metric = final_value(base)
+    budget = record.budget * record.baseline_seconds
+    tol = record.tolerance
+
+    rung0 = sorted(candidates, key=lambda c: predicted_cost(c, record.baseline_seconds, FIDELITY))
+    low_base = None
+    for c in rung0:
+        done = [t for t in c.trials if t.fidelity == FIDELITY]
+        if done:
+            continue
+        if s.clock.spent() + predicted_cost(c, record.baseline_seconds, FIDELITY) + \
+                (0 if low_base is not None else record.baseline_seconds * FIDELITY) > RUNG0_SHARE * budget:
+            c.outcome = "over budget (cheap rung)"
+            continue
+        low_base = s.context(FIDELITY)
+        s.trial(c, FIDELITY)
+
+    def ok_low(c: Candidate) -> bool:
+        t = next((t for t in c.trials if t.fidelity == FIDELITY and t.status == "complete"), None)
+        return t is not None and within(t.metric, t.baseline_metric, tol, scale, higher)
+
+    tried = [c for c in candidates if any(t.fidelity == FIDELITY and t.status == "complete" for t in c.trials)]
+    promoted = sorted([c for c in tried if ok_low(c)], key=lambda c: predicted_cost(c, record.baseline_seconds, 1.0))
+    if not promoted:  # nothing held up at the cheap rung: give the two best a full schedule all the same
+        promoted = sorted(tried, key=lambda c: _low_metric(c) * (1 if higher else -1), reverse=True)[:2]
+    for c in tried:
+        if c not in promoted[:PROMOTE]:
+            c.outcome = "stopped at the cheap rung" + ("" if ok_low(c) else ": worse")
+    for c in promoted[:PROMOTE]:
+        if any(t.fidelity == 1.0 for t in c.trials):
+            continue
+        if s.clock.spent() + predicted_cost(c, record.baseline_seconds, 1.0) > budget:
+            c.outcome = "over budget (full)"
+            continue
+        s.trial(c, 1.0)
+    winners = []
+    for c in candidates:
+        t = next((t for t in c.trials if t.fidelity == 1.0), None)
+        if t is None:
+            continue
+        if t.status != "complete":
+            c.outcome = "failed"
+        elif not within(t.metric, record.baseline_metric, tol, scale, higher):
+            c.outcome = "full: worse"
+        elif t.time_ratio is None or t.time_ratio >= 1:
+            c.outcome = "full: not faster"
+        else:
+            c.outcome = "full: within tolerance, faster"
+            winners.append(c)
+    return sorted(winners, key=lambda c: next(t.time_ratio for t in c.trials if t.fidelity == 1.0) or 1.0)
+
+
+def _low_metric(c: Candidate) -> float:
+    t = next((t for t in c.trials if t.fidelity == FIDELITY and t.status == "complete" and t.metric is not None), None)
+    return t.metric if t is not None else float("-inf")

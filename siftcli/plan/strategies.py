@@ -1,0 +1,65 @@
+"""A recipe in, the strategies that apply to it out (each an arm of the table), and those that do not, with why.
+
+A strategy is a row of :data:`~siftcli.arms.table.ARMS` with settings: ``train-less:fraction=F`` (fewer steps),
+``filter:fraction=F,reference=KIND`` (a static filter by a cheap reference), ``dedup``, ``filter:dedup=T,fraction=F``
+(both), ``sifted:...`` (online sifting), ``variant:distill.cache=true`` (the teacher cache). Adding a strategy to the
+plan is a line in :func:`strategies`, never new search code.
+"""
+
+from __future__ import annotations
+
+from siftcli.arms.dedup import DEFAULT_SIMILARITY
+from siftcli.arms.table import arm_row
+from siftcli.plan.record import Candidate, Skipped
+from siftcli.recipe.schema import Recipe
+from siftcli.tasks import TASKS
+
+#: Kept fractions tried for a static filter, and for training less.
+FILTER_FRACTIONS = (0.25, 0.5)
+LESS_FRACTIONS = (0.35, 0.5)
+#: Online sifting: the kept fraction per raw batch (calibrated, so its cost is known in advance).
+ONLINE_KEEP = 0.5
+#: Cheap references first: they cost milliseconds; a holdout model costs a small training run.
+CHEAP_REFERENCES = ("ngram", "naive-bayes", "holdout")
+
+
+def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
+    """Every strategy the plan will try on ``recipe`` (after ``baseline``, which it always runs), and the families it
+    skips with the reason."""
+    out: list[Candidate] = []
+    skipped: list[Skipped] = []
+
+    def add(arm: str, family: str, fraction: float | None) -> None:
+        out.append(Candidate(arm, family, arm_row(arm).about, fraction))
+
+    for f in LESS_FRACTIONS:
+        add(f"train-less:fraction={f}", "fewer-epochs", f)
+    ref = recipe.sift.reference
+    has_holdout = ref.holdout_source is not None or ref.holdout_fraction is not None
+    text = TASKS[recipe.task].inputs == "text"
+    kinds = [k for k in CHEAP_REFERENCES if has_holdout and (text or k == "holdout")]
+    for kind in kinds:
+        for f in FILTER_FRACTIONS:
+            add(f"filter:fraction={f},reference={kind}", "filter", f)
+    if not has_holdout:
+        skipped.append(Skipped("filter", "no holdout in the recipe (sift.reference.holdout_source or holdout_fraction): "
+                                         "the cheap references (n-gram, naive Bayes, a holdout model) have nothing to "
+                                         "rank the pool against; cross-fitting costs two trainings, so it is left to "
+                                         "`siftcli compare --arm static-filter`"))
+    elif not text:
+        skipped.append(Skipped("filter (n-gram, naive Bayes)", f"{recipe.task} has no text to count n-grams in"))
+    if text:
+        add(f"dedup:threshold={DEFAULT_SIMILARITY}", "dedup", None)
+        if kinds:
+            add(f"filter:dedup={DEFAULT_SIMILARITY},fraction={FILTER_FRACTIONS[-1]},reference={kinds[0]}", "dedup+filter",
+                None)
+    else:
+        skipped.append(Skipped("dedup", f"near-duplicate removal compares token bigrams; {recipe.task} has no text"))
+    add(f"sifted:mode=calibrated,keep_fraction={ONLINE_KEEP},score=loss,scoring=fresh", "online", ONLINE_KEEP)
+    if recipe.distill is None:
+        skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
+    elif recipe.distill.cache is False:
+        add("variant:distill.cache=true", "teacher-cache", 1.0)
+    else:
+        skipped.append(Skipped("teacher-cache", "already on: the baseline caches the teacher (distill.cache)"))
+    return out, skipped

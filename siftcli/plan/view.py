@@ -1,0 +1,57 @@
+"""A plan record in, the rich renderable the CLI prints out: every candidate, the confirmation, the decision."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from siftcli.plan.record import PlanRecord
+
+
+def _f(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "—" if x is None else fmt.format(x)
+
+
+def plan_view(record: PlanRecord, folder: str) -> Group:
+    """The search table (candidate, rung, seconds, validation metric, outcome), the confirmation and the answer."""
+    search = Table(title=f"siftcli plan: {record.recipe} (validation {record.validation_rows} rows, budget "
+                         f"{record.budget:g} baseline runs, tolerance {record.tolerance:g} points)")
+    search.add_column("candidate", overflow="fold", ratio=3)
+    for col in ("rung", "s", f"val {record.metric}", "baseline", "time"):
+        search.add_column(col, no_wrap=True)
+    search.add_column("outcome", overflow="fold", ratio=2)
+    search.add_row("baseline", "full", _f(record.baseline_seconds, "{:.0f}"), _f(record.baseline_metric), "", "1.00",
+                   "the yardstick")
+    for c in record.candidates:
+        if not c.trials:
+            search.add_row(c.arm, "—", "—", "—", "—", "—", c.outcome)
+        for i, t in enumerate(c.trials):
+            rung = "full" if t.fidelity >= 1 else f"{t.fidelity:.2f}"
+            search.add_row(c.arm if i == 0 else "", rung, f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric),
+                           _f(t.time_ratio, "{:.2f}"),
+                           (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else ""))
+    parts: list = [search]
+    if record.skipped:
+        parts.append(Text("skipped: " + "; ".join(f"{s.family}: {s.why}" for s in record.skipped), style="dim"))
+    if record.confirmations:
+        conf = Table(title=f"confirmation on the evaluation split ({record.evaluation_rows} rows), paired seeds")
+        conf.add_column("candidate", overflow="fold", ratio=3)
+        for col in ("seeds", "time", "vs baseline", "vs random subset", "within"):
+            conf.add_column(col, no_wrap=True)
+        for c in record.confirmations:
+            vs = {p.opponent.partition(":")[0]: p for p in c.versus}
+            cell = lambda p: "—" if p is None or p.n == 0 else f"{p.mean:+.2f} ± {p.se:.2f}"  # noqa: E731
+            conf.add_row(c.arm, str(len(c.seeds)), f"{c.time_ratio:.2f}", cell(vs.get("baseline")),
+                         cell(vs.get("random-subset")), "yes" if c.within_tolerance else "no")
+        parts.append(conf)
+    cost = record.search_seconds + record.confirm_seconds
+    unit = record.baseline_seconds or 1.0
+    lines = [f"answer: {record.answer}",
+             f"the plan cost {cost:.0f} s = {cost / unit:.1f} baseline runs (search {record.search_seconds / unit:.1f}, "
+             f"confirmation {record.confirm_seconds / unit:.1f})"
+             + (f"; it pays back after {record.payback_runs:.1f} training runs" if record.payback_runs else ""),
+             f"recipe: {record.recipe_out}" + (f" (trains on {record.data_out})" if record.data_out else ""),
+             f"folder: {folder}"]
+    parts.append(Text("\n".join(lines)))
+    return Group(*parts)
