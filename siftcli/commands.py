@@ -117,6 +117,12 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         raise SiftcliError(f"-o {output}: expected a .csv, .tsv or .jsonl file to write the kept rows to")
     if path.exists() and path.is_dir():
         raise SiftcliError(f"-o {output}: is a folder; expected a file name")
+    inputs = {"data.source": recipe.data.source, "data.eval_source": recipe.data.eval_source,
+              "sift.reference.holdout_source": recipe.sift.reference.holdout_source}
+    for key, source in inputs.items():
+        if source and Path(source).exists() and Path(source).resolve() == path.resolve():
+            raise SiftcliError(f"-o {output}: is the recipe's {key}; writing the kept rows there would destroy the data "
+                               "they come from: name a new file")
     preflight(recipe)
     workload = build_workload(recipe)
     n = len(workload.train_data)

@@ -9,7 +9,7 @@ import torch
 
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import run_one, run_plan
-from siftcli.arms.table import ARMS, arm_row, default_arms, ordered, random_keep_changes
+from siftcli.arms.table import ARMS, arm_row, check_arms, default_arms, ordered, random_keep_changes
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import validate_recipe
 from siftcli.training.state import Reference
@@ -155,3 +155,18 @@ def test_dedup_trains_on_one_of_each_near_copy_with_its_search_on_the_arms_clock
     assert metrics["train_seconds"] >= metrics["phases"]["dedup"] and metrics["subset"]["samples"] == len(set(texts))
     with pytest.raises(SiftcliError, match="threshold must be a similarity"):
         arm_row("dedup").check(recipe, "dedup:threshold=2")
+
+
+@pytest.mark.parametrize("arm,expected", [
+    ("sifted:beta=0", "beta must be a positive number"),
+    ("sifted:beta=1e999", "beta must be a positive number"),
+    ("sifted:nope=1", "unknown sift setting nope"),
+    ("sifted:mode=sometimes", "mode must be one of"),
+    ("train-less:fraction=abc", "fraction must be a number in (0, 1]"),
+    ("train-less:steps=3", "train-less takes fraction=F only"),
+])
+def test_bad_arm_settings_are_refused_before_anything_trains(text_csv: Path, arm: str, expected: str) -> None:
+    recipe = validate_recipe(tiny_recipe_dict(text_csv), "t")
+    with pytest.raises(SiftcliError) as err:
+        check_arms(recipe, [arm])
+    assert expected in str(err.value) and arm in str(err.value)

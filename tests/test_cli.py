@@ -212,10 +212,13 @@ def test_filter_writes_the_kept_rows_with_the_datas_own_columns(tmp_path: Path) 
     assert all(r["text"] in originals for r in kept) and abs(sum(doc["groups"].values()) - 1) < 1e-9
     again = runner.invoke(app, ["filter", str(recipe), "--keep", "0.25", "-o", str(tmp_path / "k2.jsonl"), "--json"])
     assert json.loads(again.stdout)["reference"]["cached"] is True  # the reference is built once, then reused
+    before = pool.read_text()
     for args, expected in ((["--keep", "0", "-o", str(out)], "--keep 0.0: expected a fraction"),
-                           (["--keep", "0.5", "-o", str(tmp_path / "k.txt")], "expected a .csv, .tsv or .jsonl file")):
+                           (["--keep", "0.5", "-o", str(tmp_path / "k.txt")], "expected a .csv, .tsv or .jsonl file"),
+                           (["--keep", "0.5", "-o", str(pool)], "is the recipe's data.source; writing the kept rows there")):
         bad = runner.invoke(app, ["filter", str(recipe), *args])
-        assert bad.exit_code == 2 and expected in bad.output
+        assert bad.exit_code == 2 and expected in bad.output, bad.output
+    assert pool.read_text() == before  # the data is untouched
 
 
 def test_filter_dedup_writes_one_row_of_each_near_copy(tmp_path: Path) -> None:

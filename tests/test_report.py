@@ -94,15 +94,20 @@ def test_report_html_draws_in_a_real_headless_browser(tmp_path) -> None:  # noqa
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("no chromium on this machine")
+    crafted = 'variant:x=<img src=x onerror="document.title=1">'  # an arm name is the user's text, never markup
     runs = {a: {**_run(a, 10.0 + i, 0.8 + i / 100), "higher_is_better": True,
                 "curve": [{"step": s, "train_seconds": 2.0 * s, "accuracy": 0.5 + s / 100 + i / 100} for s in (1, 5, 9)]}
-            for i, a in enumerate(("baseline", "sifted", "equal-time"))}
+            for i, a in enumerate(("baseline", "sifted", crafted))}
     page = tmp_path / "report.html"
     page.write_text(report_html({"recipe": "t", "runs": [runs], "verdict": "v.", "seeds_summary": None,
-                                 "pairs": [{"seed": 0, "target": 0.55, "vs": {"equal-time": {"diff": 1.0}}}]}))
+                                 "pairs": [{"seed": 0, "target": 0.55, "vs": {crafted: {"diff": 1.0}}}]}))
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     assert "<table>" in dom and dom.count("<polyline") == 3  # the script ran: the table and one curve per arm
     assert "Verdict: v." in dom
+    import re
+
+    shown = re.sub(r'<script id="data".*?</script>', "", dom, flags=re.S)  # the JSON data holds the name as text
+    assert "<img" not in shown and shown.count("&lt;img src=x") >= 3  # table head, difference row, legend: text, not run

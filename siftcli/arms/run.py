@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,5 +62,7 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
 
 
 def folder_name(name: str) -> str:
-    """An arm's folder: its name with the characters of its settings made path-safe."""
-    return name.replace(":", "-").replace(",", "-").replace("=", "")
+    """An arm's folder: one path component made of its name, every character but letters, digits, ``.``, ``_`` and
+    ``-`` dropped or turned into ``-`` (a name such as ``variant:name=../../x`` never leaves the comparison's folder)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name.replace("=", "")).strip("-.")
+    return safe or "arm"

@@ -26,6 +26,7 @@ from siftcli.recipe.schema import Recipe, validate_recipe
 from siftcli.sift.sifter import REFERENCE_SCORES
 from siftcli.tasks import TASKS
 from siftcli.training.record import RunMetrics, keep_value, kept_fraction, paid_seconds
+from siftcli.training.setup import SIFT_FIELDS, sift_config
 
 
 @dataclass(frozen=True)
@@ -228,11 +229,28 @@ def _target_only(ctx: SeedContext, name: str) -> Plan:
 def _train_less(ctx: SeedContext, name: str) -> Plan:
     """The baseline stopped at ``fraction`` of the full baseline's steps, schedule fully decayed there: what training
     less buys (``train-less:fraction=0.5``; the sweep's baseline frontier is made of these)."""
-    fraction = float(_changes(name).get("fraction", 0.5))
-    if not 0 < fraction <= 1:
-        raise SiftcliError(f"--arm {name!r}: fraction must be in (0, 1]")
+    fraction = _less_fraction(name)
     steps = max(1, round(fraction * ctx.runs["baseline"]["optimizer_steps"]))
     return Plan(ctx.recipe.model_copy(update={"max_steps": steps}))
+
+
+def _less_fraction(name: str) -> float:
+    changes = _changes(name)
+    if set(changes) - {"fraction"}:
+        raise SiftcliError(f"--arm {name!r}: train-less takes fraction=F only (train-less:fraction=0.5)")
+    return _fraction(name, changes.get("fraction", 0.5))
+
+
+def _check_sifted(recipe: Recipe, name: str) -> None:
+    """The engine settings after the colon, checked as the engine will take them, before anything trains."""
+    changes = _changes(name)
+    unknown = sorted(set(changes) - SIFT_FIELDS)
+    if unknown:
+        raise SiftcliError(f"--arm {name!r}: unknown sift setting {', '.join(unknown)}; known: {', '.join(sorted(SIFT_FIELDS))}")
+    try:
+        sift_config(recipe, 1_000, **changes)
+    except ValueError as exc:
+        raise SiftcliError(f"--arm {name!r}: {exc}") from None
 
 
 def _variant(ctx: SeedContext, name: str) -> Plan:
@@ -259,7 +277,7 @@ def _baseline(ctx: SeedContext, name: str) -> Plan:
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("baseline", "the full schedule on every sample", _baseline),
-    Arm("sifted", "the recipe's sifting (variants: sifted:key=value,...)", _sifted, sifts=True),
+    Arm("sifted", "the recipe's sifting (variants: sifted:key=value,...)", _sifted, sifts=True, check=_check_sifted),
     Arm("equal-time", "a baseline given the sifted run's wall-clock (reference paid), fully decayed", _equal_time,
         ("baseline", "subject")),
     Arm("random-keep", "the sifted run's kept fraction chosen at random: the value of selection", _random_keep, ("subject",),
@@ -274,7 +292,7 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("variant", "the recipe with overrides (variant:sift.beta=2,sift.mode=calibrated); sifted if it sifts", _variant,
         sifts=True, check=_check_variant),
     Arm("train-less", "the baseline stopped at a fraction of its steps (train-less:fraction=0.5), fully decayed", _train_less,
-        ("baseline",)),
+        ("baseline",), check=lambda recipe, name: _less_fraction(name) and None),
     Arm("filter", "the pool filtered once, the rest on the full schedule: filter:fraction=F,reference=KIND,dedup=T "
         "(any of them)", _filter, check=_check_filter),
     Arm("random-subset", "a random fraction of the pool on the full schedule (random-subset:fraction=F): chance at that "
@@ -335,8 +353,6 @@ def check_arms(recipe: Recipe, arms: list[str], subject: str = "sifted") -> list
         row = arm_row(name)
         if row.check is not None:
             row.check(recipe, name)
-        if row.name == "sifted":
-            _changes(name)
     return order
 
 

@@ -87,9 +87,12 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
     info = metric_info(record.metric)
     higher, scale = info.higher_is_better, info.scale
     clock = Clock(before=record.search_seconds)
-    save = lambda: atomic_write_json(folder / "plan.json", dataclasses.asdict(record))  # noqa: E731
+    def save() -> None:
+        atomic_write_json(folder / "plan.json", dataclasses.asdict(record))
+
     try:
-        s = Search(record, folder / "search", _make_context(val_rows), recipe, clock, emit)
+        save()
+        s = Search(record, folder / "search", _make_context(val_rows), recipe, clock, emit, save)
         winners = search(s, record.candidates, scale, higher)
         record.search_seconds = clock.spent()
         save()

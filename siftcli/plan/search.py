@@ -89,6 +89,7 @@ class Search:
     recipe: Recipe
     clock: Clock
     on_event: Callable[[str, dict[str, Any]], None]
+    save: Callable[[], None] = lambda: None  # writes the record: after every trial, so a killed plan keeps them
     contexts: dict[float, SeedContext] = field(default_factory=dict)
 
     def context(self, fidelity: float) -> SeedContext:
@@ -101,6 +102,8 @@ class Search:
             self.on_event("plan", {"phase": "search", "arm": "baseline", "fidelity": fidelity, "left": self.left()})
             ctx.runs["baseline"] = cached_run(ctx, "baseline", self.folder / "baseline" / _rung(fidelity), self.on_event)
             self.contexts[fidelity] = ctx
+            self.record.search_seconds = self.clock.spent()
+            self.save()
         return self.contexts[fidelity]
 
     def left(self) -> float | None:
@@ -124,11 +127,27 @@ class Search:
             if candidate.pool_fraction is None and run.get("subset"):
                 candidate.pool_fraction = run["subset"]["samples"] / max(1, run["subset"]["of"])
         candidate.trials.append(trial)
+        self.record.search_seconds = self.clock.spent()
+        self.save()
         return trial
 
 
 def _rung(fidelity: float) -> str:
     return "full" if fidelity >= 1 else f"fidelity{fidelity:.2f}"
+
+
+def breadth_first(candidates: list[Candidate], unit: float) -> list[Candidate]:
+    """The cheap rung's order: each family's cheapest first, families by that cost, then each family's next, ... so a
+    budget that runs out leaves every family represented rather than every setting of the cheapest one."""
+    families: dict[str, list[Candidate]] = {}
+    for c in sorted(candidates, key=lambda c: predicted_cost(c, unit, FIDELITY)):
+        families.setdefault(c.family, []).append(c)
+    order: list[Candidate] = []
+    while any(families.values()):
+        for members in families.values():
+            if members:
+                order.append(members.pop(0))
+    return order
 
 
 def within(metric: float | None, baseline: float | None, tolerance_points: float, scale: float, higher: bool) -> bool:
@@ -150,7 +169,7 @@ def search(s: Search, candidates: list[Candidate], scale: float, higher: bool) -
     budget = record.budget * record.baseline_seconds
     tol = record.tolerance
 
-    rung0 = sorted(candidates, key=lambda c: predicted_cost(c, record.baseline_seconds, FIDELITY))
+    rung0 = breadth_first(candidates, record.baseline_seconds)
     low_base = None
     for c in rung0:
         done = [t for t in c.trials if t.fidelity == FIDELITY]

@@ -51,7 +51,7 @@ def make_optimizer(model: torch.nn.Module, lr: float, weight_decay: float, zero:
         return torch.optim.AdamW(groups, lr=lr)
 
 
-_SIFT_FIELDS = {f.name for f in dataclasses.fields(SiftConfig)}
+SIFT_FIELDS = {f.name for f in dataclasses.fields(SiftConfig)}
 
 
 def sift_config(recipe: Recipe, n_train: int, **changes: Any) -> SiftConfig:
@@ -60,7 +60,7 @@ def sift_config(recipe: Recipe, n_train: int, **changes: Any) -> SiftConfig:
     (e.g. ``mode="random"``)."""
     n_train = -(-n_train // parallel.world())
     s = recipe.sift
-    values = {k: v for k, v in s.model_dump().items() if k in _SIFT_FIELDS}
+    values = {k: v for k, v in s.model_dump().items() if k in SIFT_FIELDS}
     values["seed"] = recipe.seed
     if s.sift_delay_fraction is not None:
         batches_per_epoch = math.ceil(n_train / recipe.batch_size)
