@@ -569,3 +569,16 @@ def test_an_interrupted_reducible_run_is_told_a_next_step_that_works(tmp_path: P
         assert "continue with" not in first.output and "another -o folder" in first.output, first.output
         again = runner.invoke(app, ["train", recipe, "-o", str(tmp_path / "again"), "-q"])
     assert again.exit_code == 0, again.output
+
+
+@pytest.mark.parametrize("rows", [60, 80])
+@pytest.mark.parametrize("command", ["train", "validate"])
+def test_an_eval_fraction_that_leaves_no_training_row_is_one_line(tmp_path: Path, rows: int, command: str) -> None:
+    """The check counts as the datasets library splits: the held-out share rounded up (0.99 of 60 is 60, not 59)."""
+    from tests.conftest import make_text_rows
+
+    data = tmp_path / "small.csv"
+    data.write_text("text,label\n" + "\n".join(f"{t},{y}" for t, y in make_text_rows(rows)) + "\n")
+    args = [command, _recipe(tmp_path, data, **{"data.eval_fraction": 0.99})] + (["-q", "-o", str(tmp_path / "o")]
+                                                                               if command == "train" else [])
+    _one_line_error(runner.invoke(app, args), "data.eval_fraction 0.99: holding out that much")

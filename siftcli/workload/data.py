@@ -6,6 +6,8 @@ of ids (or floats for regression) and the text or image column the recipe names.
 
 from __future__ import annotations
 
+import math
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,7 +110,8 @@ def load_splits(
         else:
             if len(train) < 2:
                 raise SiftcliError(f"data.source {source!r}: {len(train)} rows; need at least 2 to hold out evaluation data")
-            if round(len(train) * (1 - eval_fraction)) < 1 or round(len(train) * eval_fraction) < 1:
+            n_eval = math.ceil(len(train) * eval_fraction)  # as datasets' train_test_split counts it: rounded up
+            if n_eval < 1 or len(train) - n_eval < 1:
                 raise SiftcliError(f"data.eval_fraction {eval_fraction}: holding out that much of {len(train)} rows leaves "
                                    "an empty training or evaluation set")
             parts = train.train_test_split(test_size=eval_fraction, seed=seed)
