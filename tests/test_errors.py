@@ -582,3 +582,34 @@ def test_an_eval_fraction_that_leaves_no_training_row_is_one_line(tmp_path: Path
     args = [command, _recipe(tmp_path, data, **{"data.eval_fraction": 0.99})] + (["-q", "-o", str(tmp_path / "o")]
                                                                                if command == "train" else [])
     _one_line_error(runner.invoke(app, args), "data.eval_fraction 0.99: holding out that much")
+
+
+@pytest.mark.parametrize("crash_at", ["digest", "rename"])
+def test_a_crash_while_checkpointing_leaves_a_pair_that_loads(tmp_path: Path, monkeypatch, crash_at: str) -> None:
+    """A kill between writing checkpoint.pt and its digest (or between the digest and the rename) must never make the
+    intact checkpoint look tampered with: the digest file lists the new hash and the previous one."""
+    import torch
+
+    from siftcli import runio
+    from siftcli.training import checkpoint
+
+    checkpoint.write_pair(tmp_path, {"step": 1})
+    real_replace = runio.os.replace
+
+    def killed(src, dst):  # noqa: ANN001, ANN202
+        name = Path(dst).name
+        if (crash_at == "digest" and name == "checkpoint.pt.sha256") or (crash_at == "rename" and name == "checkpoint.pt"):
+            raise KeyboardInterrupt  # the process dies here
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(runio.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.write_pair(tmp_path, {"step": 2})
+    monkeypatch.undo()
+    path = tmp_path / "checkpoint.pt"
+    assert checkpoint._sha256(path) in (tmp_path / "checkpoint.pt.sha256").read_text().split()
+    assert torch.load(path, weights_only=True) == {"step": 1}  # the old pair, whole
+    checkpoint.write_pair(tmp_path, {"step": 3})
+    assert torch.load(path, weights_only=True) == {"step": 3}
+    assert checkpoint._sha256(path) == (tmp_path / "checkpoint.pt.sha256").read_text().split()[0]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind

@@ -19,7 +19,7 @@ import torch
 
 from siftcli import parallel
 from siftcli.errors import SiftcliError, first_line
-from siftcli.runio import atomic_torch_save, atomic_write_text
+from siftcli.runio import atomic_write, atomic_write_text
 
 
 class Stateful(Protocol):
@@ -49,10 +49,23 @@ def save(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
     ranks = parallel.gather(mine)
     if parallel.is_main():
         shared = {name: part.state_dict() for name, part in parts.items() if name not in PER_RANK}
-        atomic_torch_save(run_dir / "checkpoint.pt", {"arm": arm, "world_size": len(ranks), "ranks": ranks, **shared})
-        atomic_write_text(run_dir / "checkpoint.pt.sha256", _sha256(run_dir / "checkpoint.pt") + "\n")
+        write_pair(run_dir, {"arm": arm, "world_size": len(ranks), "ranks": ranks, **shared})
     parallel.barrier()  # no rank exits (a launcher would then stop rank 0) before the checkpoint is on disk
     state.phases["checkpoint"] += time.perf_counter() - t0
+
+
+def write_pair(run_dir: Path, checkpoint: dict[str, Any]) -> None:
+    """``checkpoint.pt`` and its ``checkpoint.pt.sha256`` as one unit: the new file is written and hashed beside the
+    old one, the digest file (atomically) lists the new hash and the previous one, and only then is the new file renamed
+    into place. A crash at any point leaves a checkpoint whose hash the digest file lists: the old pair or the new."""
+    digest = run_dir / "checkpoint.pt.sha256"
+    previous = digest.read_text().split()[:1] if digest.exists() else []
+
+    def write(tmp: Path) -> None:
+        torch.save(checkpoint, tmp)
+        atomic_write_text(digest, "\n".join([_sha256(tmp), *previous]) + "\n")
+
+    atomic_write(run_dir / "checkpoint.pt", write)
 
 
 def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful], device: torch.device) -> None:
@@ -63,7 +76,7 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
     if not digest.exists():
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt has no checkpoint.pt.sha256 beside it (written by an older "
                            "siftcli, or copied without it), so it cannot be checked; start the run again")
-    if digest.read_text().strip() != _sha256(path):
+    if _sha256(path) not in digest.read_text().split():  # the current pair's hash, or the one before (see write_pair)
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt changed since siftcli wrote it (its SHA-256 differs from "
                            "checkpoint.pt.sha256: corrupted or tampered with); nothing in it was loaded; start the run again")
     try:  # tensors and plain containers only: a checkpoint can never run code
