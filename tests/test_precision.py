@@ -15,8 +15,9 @@ def test_auto_scoring_precision_picks_bf16_only_where_it_is_native(monkeypatch: 
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(loader_mod, "fast_bf16", lambda device: True)
-    assert loader_mod.scoring_precision("auto", cpu, "fp32") == "auto"  # a CPU with bf16 instructions: timed
-    assert loader_mod.scoring_precision(None, cpu, "fp32") == "auto"
+    assert loader_mod.scoring_precision("auto", cpu, "fp32") == "fp32"  # reproducible: never timed
+    assert loader_mod.scoring_precision(None, cpu, "fp32") == "fp32"
+    assert loader_mod.scoring_precision("fastest", cpu, "fp32") == "fastest"  # a CPU with bf16 instructions: timed
     assert loader_mod.scoring_precision("auto", torch.device("cuda"), "fp32") == "bf16"  # a GPU with bf16: always
     monkeypatch.setattr(loader_mod, "fast_bf16", lambda device: False)
     assert loader_mod.scoring_precision("auto", cpu, "fp32") == "fp32"  # emulated bf16 would be slower
@@ -39,7 +40,7 @@ def test_autocast_is_a_no_op_in_fp32_and_casts_in_bf16() -> None:
 
 
 @pytest.mark.parametrize("slow", ["bf16", "fp32"])
-def test_auto_times_both_precisions_on_the_first_batch_keeps_the_faster_and_resumes_with_it(
+def test_fastest_times_both_precisions_on_the_first_batch_keeps_the_faster_and_resumes_with_it(
         slow: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from siftcli.sift import SiftConfig, scoring
 
@@ -53,15 +54,15 @@ def test_auto_times_both_precisions_on_the_first_batch_keeps_the_faster_and_resu
     monkeypatch.setattr(scoring.time, "perf_counter", fake_clock)
     model = torch.nn.Linear(4, 2)
     data = DataLoader(TensorDataset(torch.randn(16, 4), torch.randint(0, 2, (16,))), batch_size=4)
-    loader = SiftingDataLoader(data, model, cross_entropy_loss, SiftConfig(sift_delay=0), precision="auto")
-    loader.scorer.candidates = ("fp32", "bf16")  # what auto means on a CPU with bf16 instructions
-    assert loader.precision == "auto"
+    loader = SiftingDataLoader(data, model, cross_entropy_loss, SiftConfig(sift_delay=0), precision="fastest")
+    loader.scorer.candidates = ("fp32", "bf16")  # what fastest means on a CPU with bf16 instructions
+    assert loader.precision == "fastest"
     it = iter(loader)
     next(it)
     fast = "fp32" if slow == "bf16" else "bf16"
     assert loader.precision == fast and loader.scorer.timings[slow] > loader.scorer.timings[fast]
     state = loader.state_dict()
-    resumed = SiftingDataLoader(data, model, cross_entropy_loss, SiftConfig(sift_delay=0), precision="auto")
+    resumed = SiftingDataLoader(data, model, cross_entropy_loss, SiftConfig(sift_delay=0), precision="fastest")
     resumed.scorer.candidates = ("fp32", "bf16")
     resumed.load_state_dict(state)
     assert resumed.precision == fast and not resumed.scorer.candidates  # a resumed run scores as the first did

@@ -56,7 +56,7 @@ def preflight(recipe: Recipe) -> None:
     """Fail on the device before loading anything or creating a run folder; under torchrun, join the process group."""
     device = resolve_device(recipe.device, recipe.precision)
     parallel.init(device.type)
-    if recipe.sift.enabled and recipe.sift.precision != "auto":
+    if recipe.sift.enabled and recipe.sift.precision not in ("auto", "fastest"):
         try:
             resolve_device(device.type, recipe.sift.precision)
         except SiftcliError as exc:

@@ -213,7 +213,7 @@ class SiftSpec(_Strict):
         default="score", description="memory: renew a stale loss by a scoring forward (score) or by training the sample (train: "
                                      "no scoring forward, one source of scores)")
     reference: ReferenceSpec = Field(default_factory=ReferenceSpec)
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    precision: Literal["auto", "fastest", "fp32", "bf16", "fp16"] = "auto"
 
     @field_validator("sift_delay", mode="before")
     @classmethod

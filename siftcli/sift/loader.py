@@ -42,9 +42,10 @@ class SiftingDataLoader:
         batch_size: size of the yielded batches; defaults to the loader's ``batch_size``.
         device: where scoring runs; defaults to the model's device. Yielded batches stay where
             the original loader put them unless ``yield_on_device`` is set.
-        precision: ``fp32``, ``bf16``, ``fp16`` or ``auto``: autocast for the scoring forward.
-            ``auto`` scores in bf16 where the hardware runs it natively (see :func:`fast_bf16`), else fp32;
-            ranking losses needs far less precision than training on them.
+        precision: ``fp32``, ``bf16``, ``fp16``, ``auto`` or ``fastest``: autocast for the scoring forward. ``auto``
+            scores in bf16 on a CUDA GPU that has it, else fp32 (reproducible); ``fastest`` times fp32 and bf16 on a CPU
+            with bf16 instructions (see :func:`fast_bf16`) and keeps the faster; ranking losses needs far less
+            precision than training on them.
         batch_transform: applied to each raw batch before anything else, for batch types
             that are not tensors, mappings or tuples of them.
         pad_values: per-field values used when re-padding; ``input_ids`` should be the pad token id.
@@ -86,8 +87,8 @@ class SiftingDataLoader:
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
         if self.batch_size < 1:
             raise ValueError("batch_size is unknown: pass batch_size= or wrap a DataLoader that has one")
-        if precision not in ("fp32", "bf16", "fp16", "auto"):
-            raise ValueError(f"precision must be fp32, bf16, fp16 or auto, got {precision!r}")
+        if precision not in ("fp32", "bf16", "fp16", "auto", "fastest"):
+            raise ValueError(f"precision must be fp32, bf16, fp16, auto or fastest, got {precision!r}")
         if self.config.uses_reference != (reference_losses is not None):
             raise ValueError(f"score={self.config.score!r} and reference_losses go together: pass both (score 'reducible' or "
                              "'reference') or neither")
@@ -135,8 +136,8 @@ class SiftingDataLoader:
 
     @property
     def precision(self) -> str:
-        """The precision the scoring forward runs in (``auto`` until the scorer has timed its candidates)."""
-        return "auto" if self.scorer.candidates else self.scorer.precision
+        """The precision the scoring forward runs in (``fastest`` until the scorer has timed its candidates)."""
+        return "fastest" if self.scorer.candidates else self.scorer.precision
 
     # -- contract ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -353,7 +354,7 @@ class SiftingDataLoader:
             "memory": self.memory.state_dict(),
             "kept_sets": self.kept_sets.state_dict(),
             "stats": self.stats.to_dict(),
-            "scoring_precision": self.precision,  # what auto chose: a resumed run must score the same way
+            "scoring_precision": self.precision,  # what fastest chose: a resumed run must score the same way
             "quota": self.quota.state_dict(),
         }
 
@@ -376,7 +377,7 @@ class SiftingDataLoader:
         self._resume_mid_epoch = self._raw_in_epoch > 0 and not self.quota.done
         self._active = self._raw_in_epoch > 0  # an epoch saved after its promised batches ends at the next pass
         self.stats = SiftStats.from_dict(state["stats"])
-        if state.get("scoring_precision", "auto") != "auto":
+        if state.get("scoring_precision", "fastest") not in ("auto", "fastest"):
             self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()
         self.scorer.seconds = self.stats.scoring_seconds
 

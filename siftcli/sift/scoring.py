@@ -27,7 +27,7 @@ class Scorer:
         model: the model being trained (or any model whose losses rank the samples).
         loss_fn: ``(model, batch) -> Tensor[n]``.
         device: where the scoring forward runs.
-        precision: ``fp32``, ``bf16`` or ``fp16`` autocast for the forward; ``auto``: fp32 and bf16 are timed on
+        precision: ``fp32``, ``bf16`` or ``fp16`` autocast for the forward; ``fastest``: fp32 and bf16 are timed on
             the first batch (a warm-up and two timed forwards each, on the clock) and the faster is kept
             (:attr:`timings` says what was measured).
         reference_losses: ``Tensor[N]`` of a reference model's loss per dataset index; given, scores
@@ -39,9 +39,9 @@ class Scorer:
         self.model = model
         self.loss_fn = loss_fn
         self.device = device
-        self.candidates: tuple[str, ...] = ("fp32", "bf16") if precision == "auto" else ()
-        self.precision = "fp32" if precision == "auto" else precision
-        self.timings: dict[str, float] = {}  # auto: seconds of the fastest timed forward per candidate
+        self.candidates: tuple[str, ...] = ("fp32", "bf16") if precision == "fastest" else ()
+        self.precision = "fp32" if precision == "fastest" else precision
+        self.timings: dict[str, float] = {}  # fastest: seconds of the fastest timed forward per candidate
         self.reference_losses = None if reference_losses is None else torch.as_tensor(reference_losses).float().flatten().cpu()
         self.score = score  # with reference losses: ``reducible`` (loss minus reference) or ``reference`` (minus reference)
         self.seconds = 0.0
@@ -71,7 +71,7 @@ class Scorer:
         return losses
 
     def _choose(self, batch: Any) -> None:
-        """``auto``: keep the faster of the candidate precisions on this batch (alternating, best of two each)."""
+        """``fastest``: keep the faster of the candidate precisions on this batch (alternating, best of two each)."""
         best = dict.fromkeys(self.candidates, float("inf"))
         with torch.inference_mode():
             for rep in range(3):  # the first round warms up each precision's kernels

@@ -38,7 +38,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in UNCERTAINTY else workload.loss_fn
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
-    precisions = ("fp32", "bf16") if sp == "auto" else (sp,)  # auto: the scorer will keep the faster, so does this
+    precisions = ("fp32", "bf16") if sp == "fastest" else (sp,)  # fastest: the scorer will keep the faster, so does this
     train_t: list[float] = []
     score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
