@@ -95,6 +95,24 @@ def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) 
         assert not any(o["value"] < f["value"] and o["train_seconds"] < f["train_seconds"] for o in result["trials"])
 
 
+def test_ctrl_c_inside_an_in_process_trial_stops_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --jobs 0 a trial trains in the sweep's own process: the training turns Ctrl-C (or SIGTERM) into
+    RunInterrupted after saving, and the sweep must stop there, resumable, not record a failed trial and go on."""
+    recipe = _regression(tmp_path)
+    space, _ = parse_space(recipe, betas=None, beta_range="0.5:4", params=None)
+    calls: list[int] = []
+
+    def interrupted(sweep_dir: Path, number: int, **kwargs: object) -> None:
+        calls.append(number)
+        raise RunInterrupted(str(sweep_dir / f"trial-{number}"), signal="SIGTERM")
+
+    monkeypatch.setattr(sweep, "run_trial", interrupted)
+    with pytest.raises(RunInterrupted) as exc:
+        run_sweep(recipe, SweepSettings(mode="pareto", trials=3, space=space), output=str(tmp_path / "s"), jobs=0)
+    assert calls == [0] and exc.value.signal == "SIGTERM" and "--resume" in exc.value.resume_command
+    assert json.loads((Path(exc.value.run_dir) / "sweep.json").read_text())["status"] == "interrupted"
+
+
 def test_sigterm_stops_the_workers_and_keeps_the_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A scheduler's SIGTERM while a worker trains: the worker is stopped and waited for (never orphaned), its trial
     is queued again, the sweep's status says interrupted, and the error carries SIGTERM (exit code 143)."""

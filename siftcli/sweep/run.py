@@ -217,6 +217,8 @@ def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: 
                         began = time.time()
                         try:
                             result, code = run_trial(sweep_dir, trial.number, cache=cache, sent=began), 0
+                        except RunInterrupted:  # Ctrl-C or SIGTERM inside the trial's training: the sweep stops too
+                            raise
                         except Exception as exc:  # a failed trial is recorded, the sweep goes on
                             result, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
                         _tell(study, trial.number, sweep_dir, code, result, time.time() - began, full_seconds, settings, emit)
