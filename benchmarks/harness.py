@@ -41,7 +41,8 @@ SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
            "variants": "benchmarks.scripts.variants", "sweep-cost": "benchmarks.scripts.sweep_cost",
            "scale-out": "benchmarks.scripts.scale_out", "compile-cost": "benchmarks.scripts.compile_cost",
            "scoring-precision": "benchmarks.scripts.scoring_precision", "gpu": "benchmarks.scripts.gpu_benchmark",
-           "overhead": "benchmarks.scripts.overhead", "library-shapes": "benchmarks.scripts.library_shapes"}
+           "overhead": "benchmarks.scripts.overhead", "library-shapes": "benchmarks.scripts.library_shapes",
+           "plan-regimes": "benchmarks.scripts.plan_regimes"}
 
 
 def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False) -> dict[str, Any]:

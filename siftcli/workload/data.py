@@ -7,7 +7,6 @@ of ids (or floats for regression) and the text or image column the recipe names.
 from __future__ import annotations
 
 import math
-
 import os
 from dataclasses import dataclass
 from pathlib import Path
