@@ -323,3 +323,51 @@ def test_the_lightning_helper_without_a_module_to_score_names_the_fix() -> None:
 
     with pytest.raises(ValueError, match="pass the LightningModule"):
         sifting_dataloader(DataModule(), _data(), SiftConfig(), cross_entropy_loss)
+
+
+def test_lightning_val_check_interval_and_early_stopping_work_on_a_probabilistic_sifting_loader(tmp_path: Path) -> None:
+    """Validation twice an epoch (val_check_interval=0.5) at the batch indices Lightning planned from len(), and
+    EarlyStopping on the monitored value stops the run: both need every epoch to yield the len() it promised."""
+    import lightning.pytorch as L
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    from siftcli.integrations.lightning import SiftedTrainingStep, sifting_dataloader
+    from siftcli.sift.losses import cross_entropy_loss
+
+    class Module(SiftedTrainingStep, L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = torch.nn.Linear(4, 2)
+            self.checks: list[tuple[int, int]] = []
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def train_dataloader(self) -> Any:
+            return sifting_dataloader(self, _data(256), SiftConfig(beta=1.0, seed=5), cross_entropy_loss)
+
+        def val_dataloader(self) -> DataLoader:
+            return _data(64)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_loss", 1.0 + 0 * self(batch[0]).sum())  # never improves: EarlyStopping must end the run
+
+        def on_validation_epoch_end(self) -> None:
+            if not self.trainer.sanity_checking:
+                self.checks.append((self.current_epoch, self.trainer.fit_loop.epoch_loop.batch_idx + 1))
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    L.seed_everything(0)
+    module = Module()
+    stop = EarlyStopping(monitor="val_loss", patience=2, mode="min")
+    trainer = L.Trainer(max_epochs=10, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        callbacks=[stop], val_check_interval=0.5, enable_progress_bar=False, enable_model_summary=False,
+                        default_root_dir=str(tmp_path))
+    trainer.fit(module)
+    per_epoch = len(module.sifted)
+    assert trainer.current_epoch < 9 and stop.stopped_epoch > 0  # stopped early, on the validations it saw
+    epochs = sorted({e for e, _ in module.checks})
+    assert all(sum(1 for e, _ in module.checks if e == epoch) == 2 for epoch in epochs[:-1])  # twice in every full epoch
+    assert all(idx in (per_epoch // 2, per_epoch) for _, idx in module.checks)

@@ -143,3 +143,24 @@ def test_resume_errors_are_one_line(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "not a plan folder (no plan.json)" in out.output
     out = runner.invoke(app, ["plan", str(_recipe(tmp_path)), "--resume", str(tmp_path)])
     assert out.exit_code == 2 and "give no RECIPE" in out.output
+
+
+def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_trial(tmp_path: Path, monkeypatch) -> None:
+    """train() turns Ctrl-C or SIGTERM into RunInterrupted after saving; a trial must not record that as a failed
+    candidate and go on."""
+    from siftcli.plan import search as plan_search
+
+    recipe = load_recipe(_recipe(tmp_path))
+    real = plan_search.run_one
+
+    def interrupted(ctx, arm, folder, on_event=None):  # noqa: ANN001, ANN202
+        if arm != "baseline":
+            raise RunInterrupted(str(folder), signal="SIGTERM")
+        return real(ctx, arm, folder, on_event)
+
+    monkeypatch.setattr(plan_search, "run_one", interrupted)
+    with pytest.raises(RunInterrupted) as exc:
+        run_plan(recipe, budget=30, seeds=2, output=str(tmp_path / "plan"))
+    assert "siftcli plan --resume" in exc.value.resume_command
+    saved = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"] for t in c["trials"])

@@ -22,6 +22,7 @@ from typing import Any
 
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name, run_one
+from siftcli.errors import RunInterrupted
 from siftcli.plan.record import Candidate, PlanRecord, Trial
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import read_json
@@ -118,6 +119,8 @@ class Search:
         base = ctx.runs["baseline"]
         try:
             run = cached_run(ctx, candidate.arm, self.folder / folder_name(candidate.arm) / _rung(fidelity), self.on_event)
+        except RunInterrupted:  # Ctrl-C or SIGTERM inside the trial's training: the plan stops, resumable
+            raise
         except Exception as exc:  # noqa: BLE001  (a candidate that cannot run is a result, not the plan's end)
             trial = Trial(candidate.arm, fidelity, 0.0, None, final_value(base), None, "failed", f"{type(exc).__name__}: {exc}")
         else:
