@@ -161,6 +161,6 @@ def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_tria
     monkeypatch.setattr(plan_search, "run_one", interrupted)
     with pytest.raises(RunInterrupted) as exc:
         run_plan(recipe, budget=30, seeds=2, output=str(tmp_path / "plan"))
-    assert "siftcli plan --resume" in exc.value.resume_command
+    assert "siftcli plan --resume" in exc.value.resume_command and exc.value.signal == "SIGTERM"
     saved = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"] for t in c["trials"])

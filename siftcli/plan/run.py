@@ -107,10 +107,11 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         _write_recipe(record, recipe, s, folder)
         record.status = "completed"
         save()
-    except (KeyboardInterrupt, RunInterrupted):
+    except (KeyboardInterrupt, RunInterrupted) as exc:
         record.status, record.search_seconds = "interrupted", max(record.search_seconds, clock.spent())
         save()
-        raise RunInterrupted(str(folder), resume_command=f"siftcli plan --resume {folder}") from None
+        raise RunInterrupted(str(folder), signal=getattr(exc, "signal", "SIGINT"),
+                             resume_command=f"siftcli plan --resume {folder}") from None
     return folder, record
 
 
