@@ -122,6 +122,8 @@ def test_a_plan_searches_confirms_writes_a_runnable_recipe_and_resumes(tmp_path:
     plan_yaml = load_recipe(folder / "plan.yaml")  # a valid recipe, runnable with siftcli train
     if record.pick_family in ("filter", "dedup", "dedup+filter"):
         assert Path(plan_yaml.data.source).exists() and plan_yaml.data.eval_source and not plan_yaml.sift.enabled
+    page = (folder / "report.html").read_text()
+    assert record.pick in page and "Confirmation" in page and "<script" not in page
     out = runner.invoke(app, ["train", str(folder / "plan.yaml"), "-q", "-o", str(tmp_path / "trained")])
     assert out.exit_code == 0, out.output
 

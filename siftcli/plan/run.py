@@ -25,6 +25,7 @@ from siftcli.plan.confirm import confirm
 from siftcli.plan.record import Candidate, Confirmation, Paired, PlanRecord, Skipped, Trial
 from siftcli.plan.search import Clock, Search, search
 from siftcli.plan.strategies import strategies
+from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import Event, atomic_write, atomic_write_json, atomic_write_text, claim, read_json
@@ -107,6 +108,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         _write_recipe(record, recipe, s, folder)
         record.status = "completed"
         save()
+        atomic_write_text(folder / "report.html", plan_html(record))
     except (KeyboardInterrupt, RunInterrupted) as exc:
         record.status, record.search_seconds = "interrupted", max(record.search_seconds, clock.spent())
         save()

@@ -55,3 +55,52 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
              f"folder: {folder}"]
     parts.append(Text("\n".join(lines)))
     return Group(*parts)
+
+
+def plan_html(record: PlanRecord) -> str:
+    """``report.html``: the decision, its cost and pay-back, every candidate and the confirmation, as one self-contained
+    page (no script, no network); every name in it is escaped."""
+    from html import escape
+
+    def row(cells: list[str], head: bool = False) -> str:
+        tag = "th" if head else "td"
+        return "<tr>" + "".join(f"<{tag}>{escape(c)}</{tag}>" for c in cells) + "</tr>"
+
+    unit = record.baseline_seconds or 1.0
+    cost = record.search_seconds + record.confirm_seconds
+    search = [row(["candidate", "family", "rung", "seconds", f"validation {record.metric}", "baseline at that rung",
+                   "time ratio", "outcome"], head=True),
+              row(["baseline", "everything", "full", _f(record.baseline_seconds, "{:.0f}"), _f(record.baseline_metric), "",
+                   "1.00", "the yardstick"])]
+    for c in record.candidates:
+        if not c.trials:
+            search.append(row([c.arm, c.family, "—", "—", "—", "—", "—", c.outcome]))
+        for i, t in enumerate(c.trials):
+            search.append(row([c.arm if i == 0 else "", c.family if i == 0 else "", "full" if t.fidelity >= 1 else
+                               f"{t.fidelity:.2f}", f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric),
+                               _f(t.time_ratio, "{:.2f}"), c.outcome if i == len(c.trials) - 1 else (t.error or "")]))
+    confirm = [row(["candidate", "seeds", "time ratio", "opponent", "paired difference (points)", "95% interval",
+                    "within tolerance"], head=True)]
+    for c in record.confirmations:
+        for v in c.versus:
+            confirm.append(row([c.arm, ", ".join(map(str, c.seeds)), f"{c.time_ratio:.2f}", v.opponent,
+                                "—" if not v.n else f"{v.mean:+.2f} ± {v.se:.2f}",
+                                "—" if not v.n else f"{v.ci95[0]:+.2f} to {v.ci95[1]:+.2f}",
+                                "yes" if c.within_tolerance else "no"]))
+    skipped = "".join(f"<li>{escape(s.family)}: {escape(s.why)}</li>" for s in record.skipped)
+    payback = f"; it pays back after {record.payback_runs:.1f} training runs" if record.payback_runs else ""
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>siftcli plan: {escape(record.recipe)}</title>
+<style>body{{font-family:sans-serif;margin:2em;max-width:75em}}table{{border-collapse:collapse;margin:1em 0}}
+td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}th{{background:#f3f3f3}}</style></head><body>
+<h1>siftcli plan: {escape(record.recipe)}</h1>
+<p><strong>{escape(record.answer)}</strong></p>
+<p>The plan cost {cost:.0f} s = {cost / unit:.1f} baseline runs (search {record.search_seconds / unit:.1f} of a budget of
+{record.budget:g}, confirmation {record.confirm_seconds / unit:.1f}){escape(payback)}. Tolerance {record.tolerance:g} points;
+validation {record.validation_rows} rows, evaluation {record.evaluation_rows} rows.</p>
+<h2>Search (validation split)</h2><table>{''.join(search)}</table>
+<h2>Confirmation (evaluation split, paired seeds)</h2><table>{''.join(confirm)}</table>
+<h2>Not tried</h2><ul>{skipped}</ul>
+<p>Recipe: {escape(str(record.recipe_out))}{escape(f' (trains on {record.data_out})' if record.data_out else '')}</p>
+</body></html>
+"""
