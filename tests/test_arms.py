@@ -170,3 +170,12 @@ def test_bad_arm_settings_are_refused_before_anything_trains(text_csv: Path, arm
     with pytest.raises(SiftcliError) as err:
         check_arms(recipe, [arm])
     assert expected in str(err.value) and arm in str(err.value)
+
+
+def test_an_arm_name_becomes_one_safe_folder_inside_the_comparison() -> None:
+    from siftcli.arms.run import folder_name
+
+    assert folder_name("sifted:score=reducible,beta=2") == "sifted-scorereducible-beta2"  # as before: folders stay put
+    for hostile in ("variant:name=../../../X", "../..", "/etc/passwd", "a\\b", "..", ""):
+        name = folder_name(hostile)
+        assert name and "/" not in name and "\\" not in name and name not in (".", "..") and not name.startswith(".")
