@@ -22,6 +22,7 @@ from typing import Any
 
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name, run_one
+from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted
 from siftcli.plan.record import Candidate, PlanRecord, Trial
 from siftcli.recipe.schema import Recipe
@@ -139,6 +140,23 @@ def _rung(fidelity: float) -> str:
     return "full" if fidelity >= 1 else f"fidelity{fidelity:.2f}"
 
 
+def _measure_pools(s: Search, candidates: list[Candidate]) -> None:
+    """The share of the pool a dedup candidate keeps, found before any of them trains (the near-duplicate search takes
+    seconds, on the plan's clock), so its predicted cost is its real size and not the whole pool's."""
+    ctx = s.contexts[1.0]
+    n = max(1, len(ctx.workload.train_data))
+    for c in candidates:
+        if c.pool_fraction is None and c.family in ("dedup", "dedup+filter") and not c.trials:
+            try:
+                subset = arm_row(c.arm).derive(ctx, c.arm).subset
+            except RunInterrupted:
+                raise
+            except Exception:  # noqa: BLE001  (the trial will fail the same way and record why)
+                continue
+            if subset is not None:
+                c.pool_fraction = len(subset) / n
+
+
 def breadth_first(candidates: list[Candidate], unit: float) -> list[Candidate]:
     """The cheap rung's order: each family's cheapest first, families by that cost, then each family's next, ... so a
     budget that runs out leaves every family represented rather than every setting of the cheapest one."""
@@ -172,6 +190,7 @@ def search(s: Search, candidates: list[Candidate], scale: float, higher: bool) -
     budget = record.budget * record.baseline_seconds
     tol = record.tolerance
 
+    _measure_pools(s, candidates)
     rung0 = breadth_first(candidates, record.baseline_seconds)
     low_base = None
     for c in rung0:
