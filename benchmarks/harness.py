@@ -273,6 +273,7 @@ def main(argv: list[str]) -> int:
         module = importlib.import_module(SCRIPTS[args.name])
         # the driver's own options, and --set/--out where given (the parser above took them for the entries)
         forwarded = ([f"--seeds={args.seeds}"] if args.seeds is not None else []) + rest + [f"--set={s}" for s in args.set] \
+            + (["--report-only"] if args.report_only else []) \
             + ([f"--out={args.out}"] if args.out != str(DOC) else [])
         sys.argv = [f"benchmarks {args.name}", *forwarded]  # drivers print their own command line from sys.argv[1:]
         return int(module.main(forwarded) or 0)

@@ -613,3 +613,32 @@ def test_a_crash_while_checkpointing_leaves_a_pair_that_loads(tmp_path: Path, mo
     assert torch.load(path, weights_only=True) == {"step": 3}
     assert checkpoint._sha256(path) == (tmp_path / "checkpoint.pt.sha256").read_text().split()[0]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def _limited(limit: int):  # noqa: ANN202
+    """A child process whose files cannot grow past ``limit`` bytes (a full disk, as the kernel reports it: EFBIG)."""
+    import resource
+    import signal
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing the process
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+@pytest.mark.slow
+def test_a_full_disk_while_the_model_is_saved_is_one_line_and_metrics_say_failed(tmp_path: Path, text_csv: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    recipe, out = _recipe(tmp_path, text_csv, **{"eval.every_steps": None}), tmp_path / "run"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([sys.executable, "-m", "siftcli", "train", recipe, "-o", str(out), "-q"], capture_output=True,
+                          text=True, env=env, timeout=300, preexec_fn=_limited(1_000_000))  # the model's weights are ~2 MB
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().startswith("siftcli: error:") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and "model" in metrics["error"]
+    assert not (out / "model").exists()  # nothing half-written where a finished model would be
