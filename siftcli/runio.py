@@ -68,12 +68,23 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, folder: bool = Fa
                 os.fsync(fh.fileno())
             _default_mode(str(tmp))
         os.replace(tmp, path)
-    except (RuntimeError, ValueError) as exc:
+    except Exception as exc:
         _remove(tmp)
-        raise unwritable(path, exc) from None
+        if _write_failure(exc):
+            raise unwritable(path, exc) from None
+        raise
     except BaseException:
         _remove(tmp)
         raise
+
+
+def _write_failure(exc: Exception) -> bool:
+    """Whether a writer's exception is its way of saying the disk refused the bytes: torch's and safetensors' own
+    error types (``RuntimeError``, ``ValueError``, ``SafetensorError``) or any that quotes the OS error (the tokenizers
+    library's). An ``OSError`` is already one and passes through as it is."""
+    if isinstance(exc, OSError):
+        return False
+    return isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "SafetensorError" or "os error" in str(exc)
 
 
 def _remove(tmp: Path) -> None:
