@@ -54,7 +54,7 @@ def test_static_filter_keeps_the_lowest_reference_losses_at_the_sifted_fraction(
     workload = build_workload(recipe)
     n = len(workload.train_data)
     ctx = SeedContext(recipe, workload, {})
-    ctx._reference, ctx._owner = Reference(torch.arange(n, 0, -1).float(), 3.0), "sifted"  # sample i: loss n - i
+    ctx._references[recipe.sift.reference.kind] = (Reference(torch.arange(n, 0, -1).float(), 3.0), "sifted")  # sample i: loss n - i
     ctx.runs["sifted"] = {"keep": {"achieved": 0.25}}
     plan = ARMS["static-filter"].derive(ctx, "static-filter")
     k = round(0.25 * n)
@@ -68,7 +68,7 @@ def test_a_wider_static_filter_trains_for_the_subjects_steps_and_bad_fractions_a
     workload = build_workload(recipe)
     n = len(workload.train_data)
     ctx = SeedContext(recipe, workload, {})
-    ctx._reference, ctx._owner = Reference(torch.arange(n, 0, -1).float(), 3.0), "sifted"
+    ctx._references[recipe.sift.reference.kind] = (Reference(torch.arange(n, 0, -1).float(), 3.0), "sifted")
     ctx.runs["sifted"] = {"keep": {"achieved": 0.25}, "optimizer_steps": 7}
     plan = ARMS["static-filter"].derive(ctx, "static-filter:fraction=0.5")
     k = round(0.5 * n)
