@@ -167,3 +167,29 @@ def test_an_interrupted_comparison_ends_its_tracker_runs_marked_so(tiny_recipe, 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     runs = {r.info.run_name: r.info.status for r in client.search_runs([client.get_experiment_by_name("tiny").experiment_id])}
     assert runs == {out.name: "KILLED", "baseline": "FINISHED", "sifted": "KILLED"}  # nothing left RUNNING
+
+
+@pytest.mark.slow
+def test_an_unreachable_mlflow_server_is_one_warning_soon_and_the_run_goes_on(tiny_recipe, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow's own client retries 7 times with doubling back-off (minutes of silence); the tracker gives up within
+    about half a minute, says so in one line, and the run trains as if it had not been asked for."""
+    import socket
+    import time
+
+    pytest.importorskip("mlflow")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://127.0.0.1:{port}")
+    for key in trackers.MLFLOW_PATIENCE:
+        monkeypatch.delenv(key, raising=False)
+    out = tmp_path / "run"
+    t0 = time.perf_counter()
+    result = runner.invoke(app, ["train", str(tiny_recipe()), "-o", str(out), "--report-to", "mlflow", "-q"])
+    waited = time.perf_counter() - t0
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("report_to mlflow")]
+    assert len(lines) == 1 and "the run goes on" in lines[0], result.output
+    assert waited < 120  # bounded: not the 4 minutes of MLflow's default retries
+    assert json.loads((out / "metrics.json").read_text())["status"] == "completed"

@@ -119,12 +119,25 @@ class _TensorBoard(_Backend):
                 self.writer.add_text(f"files/{f.name}", "    " + f.read_text().replace("\n", "\n    "))
 
 
+#: An MLflow server that does not answer is given up on within about half a minute, not MLflow's own 7 retries with
+#: doubling back-off and a 120 s timeout (minutes of silence): a tracker never holds up training. A value the user set
+#: in the environment wins.
+MLFLOW_PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
 class _MLflow(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
+        import os
+
         import mlflow
         from mlflow.tracking import MlflowClient
 
-        self.client = MlflowClient(mlflow.get_tracking_uri())
+        uri = mlflow.get_tracking_uri()
+        if str(uri).startswith(("http://", "https://")):
+            for key, value in MLFLOW_PATIENCE.items():
+                os.environ.setdefault(key, value)
+        self.client = MlflowClient(uri)
         found = self.client.get_experiment_by_name(project)
         self.experiment = found.experiment_id if found else self.client.create_experiment(project)
         self.parent = self.client.create_run(self.experiment, run_name=group).info.run_id if group else None
