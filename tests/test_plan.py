@@ -166,3 +166,24 @@ def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_tria
     assert "siftcli plan --resume" in exc.value.resume_command and exc.value.signal == "SIGTERM"
     saved = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"] for t in c["trials"])
+
+
+def test_a_seeds_contexts_share_one_workload_and_start_from_its_untrained_weights(tmp_path: Path) -> None:
+    """Every fidelity of the search is the same seed: one workload, built once; a context made after a run trained the
+    shared model still starts from the seed's initial weights."""
+    import torch
+
+    from siftcli.plan.run import _make_context
+    from siftcli.plan.search import at_fidelity
+
+    recipe = load_recipe(_recipe(tmp_path))
+    first = build_workload(recipe)
+    make = _make_context([0, 1, 2], {recipe.seed: first})
+    full = make(recipe)
+    with torch.no_grad():
+        for p in full.workload.model.parameters():
+            p.add_(1.0)  # what a training run leaves in the shared model
+    low = make(at_fidelity(recipe, 1 / 3))
+    assert low.workload is full.workload and low.workload.model is first.model and len(low.workload.eval_data) == 3
+    assert all(torch.equal(low.initial[k], full.initial[k]) for k in full.initial)
+    assert not torch.equal(low.initial[next(iter(low.initial))], first.model.state_dict()[next(iter(low.initial))])

@@ -161,14 +161,14 @@ def compare_pair(runs: dict[str, RunMetrics], drop_points: float = 0.5, subject:
         "paid_ratio": _ratio(paid_seconds(sifted), baseline["train_seconds"]),
         "total_ratio": _ratio(sifted["total_seconds"], baseline["total_seconds"]),
         "speedup": _ratio(baseline["train_seconds"], sifted["train_seconds"]),
-        "metric_delta": _diff(s_val, b_val, m),
+        "metric_delta": diff_points(s_val, b_val, m),
         "predicted_ratio": sifted.get("predicted_ratio"),
         "scoring_cost": sifted.get("scoring_cost"),
         "achieved_keep": keep_value(sifted, "achieved"),
         "target_keep": keep_value(sifted, "target"),
         "vs": {arm: {"metric": metric_value(run), "seconds": run["train_seconds"],
                      "paid_ratio": _ratio(paid_seconds(run), baseline["train_seconds"]),
-                     "diff": _diff(s_val, metric_value(run), m)}
+                     "diff": diff_points(s_val, metric_value(run), m)}
                for arm, run in runs.items() if arm != subject},
     }
     if sifted.get("teacher"):
@@ -184,7 +184,7 @@ def metric_info(name: str) -> Any:
     return metric(name)
 
 
-def _diff(a: float | None, b: float | None, m: Any) -> float | None:
+def diff_points(a: float | None, b: float | None, m: Any) -> float | None:
     """``a - b`` in the metric's reporting unit, signed so that positive means ``a`` is better."""
     if a is None or b is None:
         return None

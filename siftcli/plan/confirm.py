@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from siftcli.analysis.stats import t975
+from siftcli.analysis.stats import diff_points, paired
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name
 from siftcli.plan.record import Candidate, Confirmation, Paired
@@ -23,16 +23,14 @@ from siftcli.training.record import RunMetrics, final_value, paid_seconds
 
 
 def paired_points(values: list[float], opponent: str) -> Paired:
-    """Mean, standard error and the 95% Student-t interval of per-seed differences."""
-    n = len(values)
-    mean = statistics.fmean(values)
-    se = statistics.stdev(values) / n ** 0.5 if n > 1 else float("nan")
-    half = t975(n - 1) * se if n > 1 else float("inf")
-    return Paired(opponent, mean, se, n, (mean - half, mean + half), values)
+    """Mean, standard error and the 95% Student-t interval of per-seed differences (the comparison's own statistics,
+    :func:`~siftcli.analysis.stats.paired`)."""
+    p = paired(values)
+    return Paired(opponent, p["mean"], p["se"], p["n"], (p["ci95"][0], p["ci95"][1]), values)
 
 
 def confirm(candidates: list[Candidate], recipe: Recipe, seeds: list[int], folder: Path,
-            make_context: Callable[[Recipe], SeedContext], scale: float, higher: bool, tolerance: float,
+            make_context: Callable[[Recipe], SeedContext], metric: Any, tolerance: float,
             on_event: Callable[[str, dict[str, Any]], None]) -> list[Confirmation]:
     """Every candidate over ``seeds`` beside the seed's baseline (run once per seed) and, for a subset, a random subset
     of the size it trained on."""
@@ -58,9 +56,9 @@ def confirm(candidates: list[Candidate], recipe: Recipe, seeds: list[int], folde
                     spent += ctx.runs[arm]["total_seconds"]
         pick = [final_value(runs[s][c.arm]) for s in seeds]
         base = [final_value(runs[s]["baseline"]) for s in seeds]
-        versus = [_versus(runs, seeds, c.arm, "baseline", scale, higher)]
+        versus = [_versus(runs, seeds, c.arm, "baseline", metric)]
         if subset is not None:
-            versus.append(_versus(runs, seeds, c.arm, subset, scale, higher))
+            versus.append(_versus(runs, seeds, c.arm, subset, metric))
         ratio = statistics.fmean(paid_seconds(runs[s][c.arm]) / max(1e-9, paid_seconds(runs[s]["baseline"])) for s in seeds)
         vs_base = versus[0]
         out.append(Confirmation(c.arm, list(seeds), pick, base, ratio, spent, versus,
@@ -68,11 +66,7 @@ def confirm(candidates: list[Candidate], recipe: Recipe, seeds: list[int], folde
     return out
 
 
-def _versus(runs: dict[int, dict[str, RunMetrics]], seeds: list[int], arm: str, opponent: str, scale: float,
-            higher: bool) -> Paired:
-    diffs = []
-    for s in seeds:
-        a, b = final_value(runs[s][arm]), final_value(runs[s][opponent])
-        if a is not None and b is not None:
-            diffs.append((a - b) * scale * (1 if higher else -1))
+def _versus(runs: dict[int, dict[str, RunMetrics]], seeds: list[int], arm: str, opponent: str, metric: Any) -> Paired:
+    diffs = [d for d in (diff_points(final_value(runs[s][arm]), final_value(runs[s][opponent]), metric) for s in seeds)
+             if d is not None]
     return paired_points(diffs, opponent) if diffs else Paired(opponent, float("nan"), float("nan"), 0, (float("nan"),) * 2, [])

@@ -29,7 +29,7 @@ from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import Event, atomic_write, atomic_write_json, atomic_write_text, claim, read_json
-from siftcli.workload.build import build_workload
+from siftcli.workload.build import Workload, build_workload
 
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
 SPLIT_SEED = 15_485_863
@@ -55,12 +55,27 @@ def check_options(budget: float, tolerance: float, seeds: int) -> None:
         raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
 
 
-def _make_context(eval_rows: list[int]) -> Callable[[Recipe], SeedContext]:
-    """A seed's context whose evaluation data is only ``eval_rows`` of the recipe's (the validation or evaluation half)."""
+def _with_eval(w: Workload, rows: list[int]) -> Workload:
+    return dataclasses.replace(w, eval_data=[w.eval_data[i] for i in rows])
+
+
+def _make_context(eval_rows: list[int], built: dict[int, Workload] | None = None) -> Callable[[Recipe], SeedContext]:
+    """A seed's context whose evaluation data is only ``eval_rows`` of the recipe's (the validation or evaluation half).
+    Each seed's workload is built once and shared by its contexts (every fidelity of the search: the schedule is not
+    part of it, and each run starts from the seed's initial weights); ``built``: workloads already loaded, by seed."""
+    seeds: dict[int, tuple[Workload, dict[str, torch.Tensor]]] = {}
+
+    def keep(seed: int, w: Workload) -> None:  # the initial weights are copied before any run trains the shared model
+        seeds[seed] = (_with_eval(w, eval_rows), copy.deepcopy(w.model.state_dict()))
+
+    for seed, w in (built or {}).items():
+        keep(seed, w)
+
     def make(recipe: Recipe) -> SeedContext:
-        w = build_workload(recipe)
-        w = dataclasses.replace(w, eval_data=[w.eval_data[i] for i in eval_rows])
-        return SeedContext(recipe, w, copy.deepcopy(w.model.state_dict()), "baseline")
+        if recipe.seed not in seeds:
+            keep(recipe.seed, build_workload(recipe))
+        w, initial = seeds[recipe.seed]
+        return SeedContext(recipe, w, initial, "baseline")
     return make
 
 
@@ -85,16 +100,16 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
                             skipped=skipped)
     val_rows, eval_rows = split_eval(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(val_rows), len(eval_rows)
-    info = metric_info(record.metric)
-    higher, scale = info.higher_is_better, info.scale
+    metric = metric_info(record.metric)
     clock = Clock(before=record.search_seconds)
+
     def save() -> None:
         atomic_write_json(folder / "plan.json", dataclasses.asdict(record))
 
     try:
         save()
-        s = Search(record, folder / "search", _make_context(val_rows), recipe, clock, emit, save)
-        winners = search(s, record.candidates, scale, higher)
+        s = Search(record, folder / "search", _make_context(val_rows, {recipe.seed: first}), recipe, clock, emit, save)
+        winners = search(s, record.candidates, metric)
         record.search_seconds = clock.spent()
         save()
         t0, before = time.perf_counter(), record.confirm_seconds
@@ -102,7 +117,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         todo = [c for c in winners[:2] if c.arm not in confirmed]
         if todo:
             record.confirmations += confirm(todo, recipe, [recipe.seed + 1 + i for i in range(record.seeds)],
-                                            folder / "confirm", _make_context(eval_rows), scale, higher, tolerance, emit)
+                                            folder / "confirm", _make_context(eval_rows), metric, tolerance, emit)
         record.confirm_seconds = before + time.perf_counter() - t0
         _decide(record)
         _write_recipe(record, recipe, s, folder)

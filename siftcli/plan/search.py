@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from siftcli.analysis.stats import diff_points
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name, run_one
 from siftcli.arms.table import arm_row
@@ -171,15 +172,13 @@ def breadth_first(candidates: list[Candidate], unit: float) -> list[Candidate]:
     return order
 
 
-def within(metric: float | None, baseline: float | None, tolerance_points: float, scale: float, higher: bool) -> bool:
-    """Whether ``metric`` is no more than ``tolerance_points`` (in the metric's reporting unit) worse than ``baseline``."""
-    if metric is None or baseline is None:
-        return False
-    gap = (metric - baseline) * scale * (1 if higher else -1)
-    return gap >= -tolerance_points
+def within(value: float | None, baseline: float | None, tolerance_points: float, metric: Any) -> bool:
+    """Whether ``value`` is no more than ``tolerance_points`` (in the metric's reporting unit) worse than ``baseline``."""
+    gap = diff_points(value, baseline, metric)
+    return gap is not None and gap >= -tolerance_points
 
 
-def search(s: Search, candidates: list[Candidate], scale: float, higher: bool) -> list[Candidate]:
+def search(s: Search, candidates: list[Candidate], metric: Any) -> list[Candidate]:
     """Run the rungs; returns the candidates that finished the full schedule within the tolerance on validation, cheapest
     (time ratio) first."""
     record = s.record
@@ -206,12 +205,12 @@ def search(s: Search, candidates: list[Candidate], scale: float, higher: bool) -
 
     def ok_low(c: Candidate) -> bool:
         t = next((t for t in c.trials if t.fidelity == FIDELITY and t.status == "complete"), None)
-        return t is not None and within(t.metric, t.baseline_metric, tol, scale, higher)
+        return t is not None and within(t.metric, t.baseline_metric, tol, metric)
 
     tried = [c for c in candidates if any(t.fidelity == FIDELITY and t.status == "complete" for t in c.trials)]
     promoted = sorted([c for c in tried if ok_low(c)], key=lambda c: predicted_cost(c, record.baseline_seconds, 1.0))
     if not promoted:  # nothing held up at the cheap rung: give the two best a full schedule all the same
-        promoted = sorted(tried, key=lambda c: _low_metric(c) * (1 if higher else -1), reverse=True)[:2]
+        promoted = sorted(tried, key=lambda c: _low_metric(c) * (1 if metric.higher_is_better else -1), reverse=True)[:2]
     for c in tried:
         if c not in promoted[:PROMOTE]:
             c.outcome = "stopped at the cheap rung" + ("" if ok_low(c) else ": worse")
@@ -229,7 +228,7 @@ def search(s: Search, candidates: list[Candidate], scale: float, higher: bool) -
             continue
         if t.status != "complete":
             c.outcome = "failed"
-        elif not within(t.metric, record.baseline_metric, tol, scale, higher):
+        elif not within(t.metric, record.baseline_metric, tol, metric):
             c.outcome = "full: worse"
         elif t.time_ratio is None or t.time_ratio >= 1:
             c.outcome = "full: not faster"
