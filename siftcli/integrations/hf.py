@@ -64,11 +64,8 @@ class SiftingTrainer(Trainer):
                                                 epochs=run_epochs(self.args, len(base), self.sift_config.target_keep_fraction),
                                                 exact_len=True)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
-        if saved and os.path.exists(saved):
-            state = torch.load(saved, weights_only=True)
-            self.sifting_loader.load_state_dict(state)
-            if state.get("pass_done"):  # saved after the epoch's last step: the Trainer starts the next epoch
-                self.sifting_loader.end_pass()
+        if saved and os.path.exists(saved):  # saved after an epoch's last step, the loader starts the next itself
+            self.sifting_loader.load_state_dict(torch.load(saved, weights_only=True))
         return self.sifting_loader
 
     def _sift_state_path(self, checkpoint: str) -> str:
@@ -98,10 +95,7 @@ class SiftingTrainer(Trainer):
             return
         folder = os.path.join(self._get_output_dir(trial=trial), f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         os.makedirs(folder, exist_ok=True)  # every rank writes its own file, whichever rank made the folder
-        loader = self.sifting_loader
-        epoch = loader.stats.epochs[-1] if loader.stats.epochs else None
-        done = epoch is not None and epoch.epoch == loader.epoch and epoch.batches >= len(loader)  # the Trainer stops here
-        atomic_torch_save(Path(self._sift_state_path(folder)), {**loader.state_dict(), "pass_done": done}, every_rank=True)
+        atomic_torch_save(Path(self._sift_state_path(folder)), self.sifting_loader.state_dict(), every_rank=True)
 
     def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
         """Every training log carries the kept fraction so far (``sift_kept_fraction``)."""

@@ -231,15 +231,11 @@ class SiftingDataLoader:
         self._raw_in_epoch = 0
         self._active = False
 
-    def end_pass(self) -> None:
-        """The caller takes no more batches from this epoch (a trainer that stops at ``len()``): the next pass starts a
-        new epoch, as it does when the loop simply stops iterating. For a restored state saved at such a point."""
-        self._active, self._resume_mid_epoch = True, False
-
     def _start_epoch(self) -> None:
         """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
         if self.quota.enabled:
-            self.quota.promise = self.quota.promise if self.sifter.total_steps else None
+            if not self.sifter.total_steps:  # a run of unknown length promises each epoch its own count
+                self.quota.promise = None
             len(self)  # the promise for this epoch (for the run, when its length is known)
         else:  # what the last pass left buffered is dropped; exact_len carries it over
             self.outbox.clear()
