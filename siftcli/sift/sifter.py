@@ -199,30 +199,30 @@ class Sifter:
         start = self.anneal_start
         return start is not None and self.steps >= start
 
+    def _whole_in(self, first: int, count: int, auto_end: int) -> int:
+        """How many of the ``count`` raw batches from ``first`` (an epoch's start) the schedule keeps whole: the delay
+        (an ``auto`` one ending at ``auto_end``; a fixed one repeated from each epoch's start where configured), the
+        anneal."""
+        if self.config.auto_delay:
+            delay_end = auto_end
+        else:
+            delay_end = int(self.config.sift_delay) + (first if self.config.repeat_delay_per_epoch else 0)
+        anneal = self.anneal_start
+        return sum(1 for step in range(first, first + count) if step < delay_end or (anneal is not None and step >= anneal))
+
     def kept_whole(self, raw_batches: int, mid_epoch: bool) -> int:
         """How many of an epoch's ``raw_batches`` the schedule keeps whole (the delay; the anneal): the epoch under
         way (``mid_epoch``) or the next. An ``auto`` delay that has not started counts as lasting the whole epoch."""
         first = self.steps - (self.epoch_steps if mid_epoch else 0)  # raw batches decided before that epoch
-        if self.config.auto_delay:
-            delay_end = first + (0 if self.started_at is not None else raw_batches)
-        else:
-            delay_end = int(self.config.sift_delay) + (first if self.config.repeat_delay_per_epoch else 0)
-        anneal = self.anneal_start
-        return sum(1 for step in range(first, first + raw_batches) if step < delay_end or (anneal is not None and step >= anneal))
+        return self._whole_in(first, raw_batches, first + (0 if self.started_at is not None else raw_batches))
 
     def kept_whole_run(self, raw_batches: int) -> float:
         """Raw batches per epoch the schedule keeps whole, averaged over the run (``total_steps``, from the start): the
         delay counts once (or every epoch with ``repeat_delay_per_epoch``); an ``auto`` delay not yet started is
         taken to end with the first epoch."""
-        total, delay = int(self.total_steps or raw_batches), int(0 if self.config.auto_delay else self.config.sift_delay)
-        auto_end = (self.started_at if self.started_at is not None else raw_batches) if self.config.auto_delay else 0
-        anneal = self.anneal_start if self.anneal_start is not None else total
-
-        def whole_at(step: int) -> bool:
-            in_delay = step % max(1, raw_batches) < delay if self.config.repeat_delay_per_epoch else step < delay
-            return in_delay or step < auto_end or step >= anneal
-
-        whole = sum(1 for step in range(total) if whole_at(step))
+        total, per_epoch = int(self.total_steps or raw_batches), max(1, raw_batches)
+        auto_end = self.started_at if self.started_at is not None else raw_batches
+        whole = sum(self._whole_in(first, min(per_epoch, total - first), auto_end) for first in range(0, total, per_epoch))
         return whole * raw_batches / max(1, total)
 
     @property
@@ -336,9 +336,8 @@ class Sifter:
         short = min(int((~mask).sum()), self.floor_rows - self.epoch_kept - int(mask.sum()) - left_after)
         if short <= 0:
             return mask, weights
-        order = torch.zeros(n) if losses is None else losses.detach().float().flatten().cpu().nan_to_num(nan=-math.inf)
-        order = order.masked_fill(mask, -math.inf) if losses is not None else order - mask.float()
-        extra = torch.topk(order, short).indices
+        scores = torch.zeros(n) if losses is None else losses.detach().float().flatten().cpu().nan_to_num(nan=-math.inf)
+        extra = torch.topk(scores.masked_fill(mask, -math.inf), short).indices  # the best of those it dropped
         mask = mask.clone()
         mask[extra] = True
         if weights is not None:
