@@ -16,7 +16,7 @@ from siftcli import parallel
 from siftcli.analysis.stats import CompareResult, compare_pair, summarise_seeds
 from siftcli.analysis.verdict import verdict
 from siftcli.arms.context import SeedContext, preflight, prepare, write_label_noise
-from siftcli.arms.dedup import near_duplicates, token_sequences
+from siftcli.arms.dedup import drop_near_copies
 from siftcli.arms.run import run_plan
 from siftcli.arms.table import check_arms, default_arms, lowest, subject_of
 from siftcli.errors import RunInterrupted, SiftcliError, first_line
@@ -24,7 +24,17 @@ from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.report.html import report_html
 from siftcli.report.plots import write_plots
 from siftcli.report.trackers import Scalar, open_trackers
-from siftcli.runio import Event, atomic_write, atomic_write_json, atomic_write_text, claim, ensure_writable, make_run_dir, read_json
+from siftcli.runio import (
+    TABLE_KINDS,
+    Event,
+    atomic_write_json,
+    atomic_write_text,
+    claim,
+    ensure_writable,
+    make_run_dir,
+    read_json,
+    write_table,
+)
 from siftcli.training.loop import train
 from siftcli.training.pilot import pilot_check
 from siftcli.training.record import ReferenceCost, RunMetrics, brief, final_value, keep_value
@@ -103,7 +113,6 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
     (Jaccard similarity of token bigrams at least this; :mod:`siftcli.arms.dedup`); ``keep``: then keep this fraction with
     the lowest reference loss (``sift.reference``: built, or read from the cache). Returns what was kept and its cost."""
-    import time
 
     if keep is None and dedup is None:
         raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
@@ -112,8 +121,7 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     if dedup is not None and not 0 < dedup <= 1:
         raise SiftcliError(f"--similarity {dedup}: expected a Jaccard similarity in (0, 1]")
     path = Path(output)
-    kind = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}.get(path.suffix.lower())
-    if kind is None:
+    if path.suffix.lower() not in TABLE_KINDS:
         raise SiftcliError(f"-o {output}: expected a .csv, .tsv or .jsonl file to write the kept rows to")
     if path.exists() and path.is_dir():
         raise SiftcliError(f"-o {output}: is a folder; expected a file name")
@@ -128,19 +136,14 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     n = len(workload.train_data)
     chosen, out = list(range(n)), {}
     if dedup is not None:
-        t0 = time.perf_counter()
-        chosen = near_duplicates(token_sequences(workload.train_data), dedup)
-        out["dedup"] = {"similarity": dedup, "kept": len(chosen), "seconds": time.perf_counter() - t0}
+        chosen, seconds = drop_near_copies(workload.train_data, dedup)
+        out["dedup"] = {"similarity": dedup, "kept": len(chosen), "seconds": seconds}
     if keep is not None:
         reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
         chosen = [chosen[i] for i in lowest(reference.losses[chosen], keep)]
         out["reference"] = reference.summary()
-    rows = workload.source_rows.select([workload.source_index[i] for i in chosen])
     path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "jsonl":
-        atomic_write(path, lambda tmp: rows.to_json(str(tmp), lines=True))
-    else:
-        atomic_write(path, lambda tmp: rows.to_csv(str(tmp), sep="\t" if kind == "tsv" else ",", index=False))
+    write_table(workload.source_rows.select([workload.source_index[i] for i in chosen]), path)
     out = {"output": str(path), "kept": len(chosen), "of": n, "keep": len(chosen) / n, **out}
     if workload.groups is not None:
         counts = workload.groups[chosen].bincount(minlength=len(workload.group_names)).tolist()

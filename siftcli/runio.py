@@ -115,6 +115,20 @@ def atomic_torch_save(path: Path, obj: Any, every_rank: bool = False) -> None:
     atomic_write(path, lambda tmp: torch.save(obj, tmp), every_rank=every_rank)
 
 
+#: Files a set of rows can be written to, by suffix (what ``siftcli filter -o`` and ``siftcli plan`` write).
+TABLE_KINDS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl"}
+
+
+def write_table(rows: Any, path: Path) -> None:
+    """``rows`` (a ``datasets.Dataset``, the data's own columns) written atomically as ``.csv``, ``.tsv`` or ``.jsonl``
+    by the file's suffix: ready to be a recipe's ``data.source``."""
+    kind = TABLE_KINDS[Path(path).suffix.lower()]
+    if kind == "jsonl":
+        atomic_write(path, lambda tmp: rows.to_json(str(tmp), lines=True))
+    else:
+        atomic_write(path, lambda tmp: rows.to_csv(str(tmp), sep="\t" if kind == "tsv" else ",", index=False))
+
+
 def read_json(path: Path) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))

@@ -11,6 +11,7 @@ depends on the seed. Near-linear in the number of samples; a few seconds for 100
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -80,6 +81,14 @@ def near_duplicates(sequences: Sequence[Sequence[int]], threshold: float = DEFAU
                 else:
                     heads.append(i)
     return [i for i in range(len(sets)) if root(i) == i]
+
+
+def drop_near_copies(samples: Sequence[dict], threshold: float = DEFAULT_SIMILARITY) -> tuple[list[int], float]:
+    """The training samples kept once near-copies (token-bigram similarity ``threshold`` or more) are dropped, and the
+    seconds the search took: what the dedup arm, a filter and ``siftcli filter --dedup`` put on their clock."""
+    t0 = time.perf_counter()
+    kept = near_duplicates(token_sequences(samples), threshold)
+    return kept, time.perf_counter() - t0
 
 
 def token_sequences(samples: Sequence[dict]) -> list[list[int]]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siftcli.arms.context import SeedContext
-from siftcli.arms.dedup import DEFAULT_SIMILARITY, near_duplicates, token_sequences
+from siftcli.arms.dedup import DEFAULT_SIMILARITY, drop_near_copies
 from siftcli.errors import SiftcliError
 from siftcli.recipe.reader import apply_override, load_yaml_text
 from siftcli.recipe.schema import Recipe, validate_recipe
@@ -127,12 +127,8 @@ def lowest(losses: Any, keep: float) -> list[int]:
 def _dedup(ctx: SeedContext, name: str) -> Plan:
     """Near-copies dropped once before training (``dedup:threshold=0.8``; default 0.7 Jaccard similarity of token
     bigrams), the rest trained on the full schedule; the search is on the arm's clock."""
-    import time
-
-    threshold = float(_changes(name).get("threshold", DEFAULT_SIMILARITY))
-    t0 = time.perf_counter()
-    kept = near_duplicates(token_sequences(ctx.workload.train_data), threshold)
-    return Plan(ctx.recipe, subset=kept, upfront={"dedup": time.perf_counter() - t0})
+    kept, seconds = drop_near_copies(ctx.workload.train_data, float(_changes(name).get("threshold", DEFAULT_SIMILARITY)))
+    return Plan(ctx.recipe, subset=kept, upfront={"dedup": seconds})
 
 
 def _check_dedup(recipe: Recipe, name: str) -> None:
@@ -181,14 +177,10 @@ def _filter(ctx: SeedContext, name: str) -> Plan:
     """The pool filtered once before training, the rest trained on the recipe's full schedule: near-copies dropped
     (``dedup=T``), then the ``fraction=F`` with the lowest reference loss (``reference=KIND``, default the recipe's
     own), the reference and the search on the arm's clock. What ``siftcli filter`` writes and a recipe then trains on."""
-    import time
-
     fraction, kind, dedup = _filter_changes(ctx.recipe, name)
     chosen, upfront = list(range(len(ctx.workload.train_data))), {}
     if dedup is not None:
-        t0 = time.perf_counter()
-        chosen = near_duplicates(token_sequences(ctx.workload.train_data), dedup)
-        upfront["dedup"] = time.perf_counter() - t0
+        chosen, upfront["dedup"] = drop_near_copies(ctx.workload.train_data, dedup)
     if fraction is not None:
         losses = ctx.reference(name, kind=kind).losses
         chosen = [chosen[i] for i in lowest(losses[chosen], fraction)]

@@ -28,7 +28,7 @@ from siftcli.plan.strategies import strategies
 from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
-from siftcli.runio import Event, atomic_write, atomic_write_json, atomic_write_text, claim, read_json
+from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, read_json, write_table
 from siftcli.workload.build import Workload, build_workload
 
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
@@ -172,8 +172,8 @@ def _write_recipe(record: PlanRecord, recipe: Recipe, s: Search, folder: Path) -
         else:
             train, evald = folder / "train.csv", folder / "eval.csv"
             rows = w.source_rows.select([w.source_index[i] for i in chosen])
-            atomic_write(train, lambda tmp: rows.to_csv(str(tmp), index=False))
-            atomic_write(evald, lambda tmp: w.eval_source_rows.to_csv(str(tmp), index=False))
+            write_table(rows, train)
+            write_table(w.eval_source_rows, evald)
             data = recipe.data.model_copy(update={"source": str(train.resolve()), "eval_source": str(evald.resolve()),
                                                   "format": "csv", "eval_split": None, "train_split": "train"})
             out = recipe.model_copy(update={"data": data, "sift": recipe.sift.model_copy(update={
