@@ -233,6 +233,11 @@ def _less_fraction(name: str) -> float:
     return _fraction(name, changes.get("fraction", 0.5))
 
 
+def _check_fraction(read: Callable[[str], float], name: str) -> None:
+    """An arm's check that only reads (and so checks) its fraction."""
+    read(name)
+
+
 def _check_sifted(recipe: Recipe, name: str) -> None:
     """The engine settings after the colon, checked as the engine will take them, before anything trains."""
     changes = _changes(name)
@@ -284,11 +289,11 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("variant", "the recipe with overrides (variant:sift.beta=2,sift.mode=calibrated); sifted if it sifts", _variant,
         sifts=True, check=_check_variant),
     Arm("train-less", "the baseline stopped at a fraction of its steps (train-less:fraction=0.5), fully decayed", _train_less,
-        ("baseline",), check=lambda recipe, name: _less_fraction(name) and None),
+        ("baseline",), check=lambda recipe, name: _check_fraction(_less_fraction, name)),
     Arm("filter", "the pool filtered once, the rest on the full schedule: filter:fraction=F,reference=KIND,dedup=T "
         "(any of them)", _filter, check=_check_filter),
     Arm("random-subset", "a random fraction of the pool on the full schedule (random-subset:fraction=F): chance at that "
-        "size", _random_subset, check=lambda recipe, name: _random_fraction(name) and None),
+        "size", _random_subset, check=lambda recipe, name: _check_fraction(_random_fraction, name)),
 )}
 
 
