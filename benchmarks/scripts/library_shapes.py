@@ -61,15 +61,16 @@ def _args(out: str, epochs: int, **extra: Any) -> Any:
                              gradient_accumulation_steps=2, eval_strategy="epoch", per_device_eval_batch_size=16, **extra)
 
 
-def _hf_row(shape: str, trainer: Any, loader: Any) -> Row:
+def _hf_row(shape: str, trainer: Any, loader: str | None = None) -> Row:
+    """Train ``trainer`` and read the row; ``loader``: the attribute its sifting loader is at once trained (None: plain)."""
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # the logs stay in log_history; the table is the output
     out = trainer.train()
     evals = sum("eval_loss" in h for h in trainer.state.log_history)
-    stats = loader.stats if loader is not None else None
-    return Row(shape, "sifted" if stats else "plain", out.global_step, trainer.state.max_steps,
-               stats.raw_samples if stats else "all", round(stats.kept_samples / stats.raw_samples, 3) if stats else 1.0,
+    st = getattr(trainer, loader).stats if loader else None
+    return Row(shape, "sifted" if st else "plain", out.global_step, trainer.state.max_steps,
+               st.raw_samples if st else "all", round(st.kept_samples / st.raw_samples, 3) if st else 1.0,
                evals, trainer.lr_scheduler.get_last_lr()[0])
 
 
@@ -102,26 +103,17 @@ def hugging_face(epochs: int, tmp: str) -> list[Row]:
 
     out = []
     plain = Trainer(model=_bert(), args=_args(f"{tmp}/plain", epochs), train_dataset=rows, eval_dataset=held)
-    out.append(_hf_row("HF Trainer", plain, None))
+    out.append(_hf_row("HF Trainer", plain))
     sifting = SiftingTrainer(model=_bert(), args=_args(f"{tmp}/st", epochs), train_dataset=rows, eval_dataset=held,
                              sift_config=SiftConfig(beta=1.0, sift_delay=2))
-    row = _hf_row("HF Trainer", sifting, None)
-    out.append(_hf_row_from(row, "SiftingTrainer", sifting.sifting_loader))
+    out.append(_hf_row("SiftingTrainer", sifting, "sifting_loader"))
     simple = enable_sifting(Trainer(model=_bert(), args=_args(f"{tmp}/simple", epochs), train_dataset=rows, eval_dataset=held),
                             config, BertLoss())
-    out.append(_hf_row("enable_sifting (guide, simple)", simple, None))
-    out[-1] = _hf_row_from(out[-1], out[-1].shape, simple.sifting_loader)
+    out.append(_hf_row("enable_sifting (guide, simple)", simple, "sifting_loader"))
     custom = SiftingImplementedTrainer(model=_bert(), args=_args(f"{tmp}/custom", epochs), train_dataset=rows,
                                        eval_dataset=held)
-    row = _hf_row("get_train_dataloader override (guide, custom)", custom, None)
-    out.append(_hf_row_from(row, row.shape, custom.sifting))
+    out.append(_hf_row("get_train_dataloader override (guide, custom)", custom, "sifting"))
     return out
-
-
-def _hf_row_from(row: Row, shape: str, loader: Any) -> Row:
-    st = loader.stats
-    return Row(shape, "sifted", row.steps, row.planned, st.raw_samples, round(st.kept_samples / st.raw_samples, 3),
-               row.evaluations, row.final_lr)
 
 
 def resume_check(tmp: str) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.entry import DOC, ROOT
+from siftcli.plan.run import load_record
+from siftcli.plan.view import SEARCH_COLUMNS, search_rows
 
 REGIMES = {
     "relevance-mr": ("recipes/benchmarks/relevance-mr.yaml", "relevance"),
@@ -106,16 +108,8 @@ def _section(records: dict[str, dict[str, Any]]) -> list[str]:
         lines += [f"### {REGIMES[name][1]} (`{REGIMES[name][0]}`)", "",
                   f"Baseline on validation: {r['baseline_metric']:.4f} {r['metric']} in {unit:.0f} s (the unit). "
                   f"Answer: {r['answer']}.", "",
-                  "| candidate | rung | seconds | validation | baseline at that rung | time ratio | outcome |",
-                  "|---|---|---:|---:|---:|---:|---|"]
-        for c in r["candidates"]:
-            if not c["trials"]:
-                lines.append(f"| `{c['arm']}` | — | — | — | — | — | {c['outcome']} |")
-            for t in c["trials"]:
-                rung = "full" if t["fidelity"] >= 1 else f"{t['fidelity']:.2f}"
-                f = lambda x, d=4: "—" if x is None else f"{x:.{d}f}"  # noqa: E731
-                lines.append(f"| `{c['arm']}` | {rung} | {t['seconds']:.0f} | {f(t['metric'])} | {f(t['baseline_metric'])} | "
-                             f"{f(t['time_ratio'], 2)} | {c['outcome'] if t is c['trials'][-1] else ''} |")
+                  "| " + " | ".join(SEARCH_COLUMNS) + " |", "|" + "---|" * len(SEARCH_COLUMNS)]
+        lines += ["| " + " | ".join(row) + " |" for row in search_rows(load_record(r))]
         for c in r["confirmations"]:
             vs = "; ".join(f"vs {v['opponent']}: {v['mean']:+.2f} ± {v['se']:.2f} (95% {v['ci95'][0]:+.2f} to "
                            f"{v['ci95'][1]:+.2f})" for v in c["versus"] if v["n"])

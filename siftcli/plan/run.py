@@ -88,7 +88,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         if not (folder / "plan.json").exists():
             raise SiftcliError(f"--resume {resume}: not a plan folder (no plan.json)")
         claim(folder)
-        record = _load(read_json(folder / "plan.json"))
+        record = load_record(read_json(folder / "plan.json"))
         recipe = load_recipe(folder / "recipe.yaml")
         first = build_workload(recipe)
     else:
@@ -198,7 +198,7 @@ def _online_recipe(recipe: Recipe, arm: str) -> Recipe:
     return validate_recipe(raw, "plan")
 
 
-def _load(data: dict[str, Any]) -> PlanRecord:
+def load_record(data: dict[str, Any]) -> PlanRecord:
     """A ``plan.json`` back into its typed record (a resumed plan)."""
     def paired(p: dict[str, Any] | None) -> Paired | None:
         return None if p is None else Paired(**{**p, "ci95": tuple(p["ci95"])})

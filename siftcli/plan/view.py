@@ -13,6 +13,25 @@ def _f(x: float | None, fmt: str = "{:.3f}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
+#: The search table's columns, as :func:`search_rows` gives them (the terminal leaves out the family).
+SEARCH_COLUMNS = ("candidate", "family", "rung", "seconds", "validation", "baseline at that rung", "time ratio", "outcome")
+
+
+def search_rows(record: PlanRecord) -> list[list[str]]:
+    """One row per trial (a row per candidate never tried), the full baseline first: what the terminal, report.html and
+    the benchmark section all show."""
+    rows = [["baseline", "everything", "full", _f(record.baseline_seconds, "{:.0f}"), _f(record.baseline_metric), "",
+             "1.00", "the yardstick"]]
+    for c in record.candidates:
+        if not c.trials:
+            rows.append([c.arm, c.family, "—", "—", "—", "—", "—", c.outcome])
+        for i, t in enumerate(c.trials):
+            rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", "full" if t.fidelity >= 1 else f"{t.fidelity:.2f}",
+                         f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric), _f(t.time_ratio, "{:.2f}"),
+                         (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else "")])
+    return rows
+
+
 def plan_view(record: PlanRecord, folder: str) -> Group:
     """The search table (candidate, rung, seconds, validation metric, outcome), the confirmation and the answer."""
     search = Table(title=f"siftcli plan: {record.recipe} (validation {record.validation_rows} rows, budget "
@@ -21,16 +40,8 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     for col in ("rung", "s", f"val {record.metric}", "baseline", "time"):
         search.add_column(col, no_wrap=True)
     search.add_column("outcome", overflow="fold", ratio=2)
-    search.add_row("baseline", "full", _f(record.baseline_seconds, "{:.0f}"), _f(record.baseline_metric), "", "1.00",
-                   "the yardstick")
-    for c in record.candidates:
-        if not c.trials:
-            search.add_row(c.arm, "—", "—", "—", "—", "—", c.outcome)
-        for i, t in enumerate(c.trials):
-            rung = "full" if t.fidelity >= 1 else f"{t.fidelity:.2f}"
-            search.add_row(c.arm if i == 0 else "", rung, f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric),
-                           _f(t.time_ratio, "{:.2f}"),
-                           (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else ""))
+    for row in search_rows(record):
+        search.add_row(row[0], *row[2:])
     parts: list = [search]
     if record.skipped:
         parts.append(Text("skipped: " + "; ".join(f"{s.family}: {s.why}" for s in record.skipped), style="dim"))
@@ -68,17 +79,7 @@ def plan_html(record: PlanRecord) -> str:
 
     unit = record.baseline_seconds or 1.0
     cost = record.search_seconds + record.confirm_seconds
-    search = [row(["candidate", "family", "rung", "seconds", f"validation {record.metric}", "baseline at that rung",
-                   "time ratio", "outcome"], head=True),
-              row(["baseline", "everything", "full", _f(record.baseline_seconds, "{:.0f}"), _f(record.baseline_metric), "",
-                   "1.00", "the yardstick"])]
-    for c in record.candidates:
-        if not c.trials:
-            search.append(row([c.arm, c.family, "—", "—", "—", "—", "—", c.outcome]))
-        for i, t in enumerate(c.trials):
-            search.append(row([c.arm if i == 0 else "", c.family if i == 0 else "", "full" if t.fidelity >= 1 else
-                               f"{t.fidelity:.2f}", f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric),
-                               _f(t.time_ratio, "{:.2f}"), c.outcome if i == len(c.trials) - 1 else (t.error or "")]))
+    search = [row(list(SEARCH_COLUMNS), head=True)] + [row(r) for r in search_rows(record)]
     confirm = [row(["candidate", "seeds", "time ratio", "opponent", "paired difference (points)", "95% interval",
                     "within tolerance"], head=True)]
     for c in record.confirmations:
