@@ -61,7 +61,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from siftcli import parallel
-        from siftcli.errors import RunInterrupted, SiftcliError
+        from siftcli.errors import RunFault, RunInterrupted, SiftcliError
 
         _OUTPUT["json"] = bool(kwargs.get("json_"))
         parallel.on_wait = lambda line: err_console.print(f"siftcli: {line}", markup=False, highlight=False, soft_wrap=True)
@@ -74,6 +74,13 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
                 who = "" if parallel.is_main() else f"[rank {parallel.rank()}] "
                 _say_error(f"{who}{exc}", 2)
             raise typer.Exit(2) from None
+        except RunFault as exc:
+            if parallel.is_main():
+                import shlex
+
+                given = kwargs.get("recipe")
+                _say_error(str(exc).replace(" <recipe>", f" {shlex.quote(given)}" if given else ""), exc.exit_code)
+            raise typer.Exit(exc.exit_code) from None
         except RunInterrupted as exc:
             if not parallel.is_main():
                 raise typer.Exit(exc.exit_code) from None

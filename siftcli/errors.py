@@ -22,6 +22,13 @@ class SiftcliError(Exception):
         self.own = own  # this process's own launch settings: printed by whichever rank meets it, group or not
 
 
+class RunFault(Exception):
+    """The machine failed the run (a full disk while a checkpoint was written): not the input's fault, so exit code 1;
+    the message says what was kept and how to continue (``<recipe>`` is replaced by the recipe the user gave)."""
+
+    exit_code = 1
+
+
 class RunInterrupted(Exception):
     """Raised after Ctrl-C once the partial results are safely on disk."""
 

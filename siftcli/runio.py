@@ -139,14 +139,22 @@ def read_json(path: Path) -> Any:
 
 
 class JsonlLog:
-    """Append-only JSON-lines log, flushed per line so an interrupted run keeps every line it wrote.
+    """JSON-lines log, flushed per line so an interrupted run keeps every line it wrote.
 
-    A context manager, closed on every exit; with ``path=None`` it writes nothing (runs without a folder).
+    A new run starts the file afresh (a run killed before its first checkpoint and started again into the same folder
+    does not mix its lines with the dead one's). A resumed run (``resume_step``, the checkpoint's step) first drops the
+    lines logged after that step, which it is about to log again, then appends: the log reads as one run. A context
+    manager, closed on every exit; with ``path=None`` it writes nothing (runs without a folder).
     """
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, resume_step: int | None = None) -> None:
         self.path = Path(path) if path is not None and parallel.is_main() else None
-        self._fh = self.path.open("a", encoding="utf-8") if self.path is not None else None
+        if self.path is not None and resume_step is not None and self.path.exists():
+            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines(keepends=True)
+                    if _logged_step(line) <= resume_step]
+            atomic_write_text(self.path, "".join(kept))
+        mode = "a" if resume_step is not None else "w"
+        self._fh = self.path.open(mode, encoding="utf-8") if self.path is not None else None
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is not None:
@@ -162,6 +170,14 @@ class JsonlLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _logged_step(line: str) -> float:
+    """The step a log line was written at; a torn last line (the process died mid-write) is dropped."""
+    try:
+        return float(json.loads(line).get("step", 0))
+    except (json.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return float("inf")
 
 
 RESULT_FILES = ("metrics.json", "compare.json", "sweep.json", "variants.json", "checkpoint.pt")

@@ -642,3 +642,59 @@ def test_a_full_disk_while_the_model_is_saved_is_one_line_and_metrics_say_failed
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["status"] == "failed" and "model" in metrics["error"]
     assert not (out / "model").exists()  # nothing half-written where a finished model would be
+
+
+def test_a_full_disk_at_a_periodic_checkpoint_keeps_the_last_one_and_the_resume_is_the_uninterrupted_run(
+        tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    import torch
+
+    recipe = _recipe(tmp_path, text_csv, checkpoint_every_steps=3, **{"eval.every_steps": None})
+    whole, out = tmp_path / "whole", tmp_path / "o"
+    assert runner.invoke(app, ["train", recipe, "-q", "-o", str(whole)]).exit_code == 0
+    real, saves = torch.save, {"n": 0}
+
+    def full_on_second(obj, f, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if ".checkpoint.pt." in str(f):
+            saves["n"] += 1
+            if saves["n"] == 2:  # torch's own error for a full disk
+                raise RuntimeError("PytorchStreamWriter failed writing file data/3: file write failed")
+        return real(obj, f, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", full_on_second)
+    failed = runner.invoke(app, ["train", recipe, "-q", "-o", str(out)])
+    text = failed.output.strip()
+    assert failed.exit_code == 1 and len(text.splitlines()) == 1 and "Traceback" not in text, text
+    assert "checkpoint at step 6" in text and "the checkpoint of step 3 is kept" in text, text
+    assert f"continue with: siftcli train {recipe} --resume {out}" in text, text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["status"] == "failed" and "checkpoint.pt" in metrics["error"]
+    steps = [json.loads(line)["step"] for line in (out / "log.jsonl").read_text().splitlines()]
+    assert max(steps) >= 6  # the dead run logged past its last checkpoint, as a kill -9 between checkpoints leaves it
+    monkeypatch.setattr(torch, "save", real)
+    assert runner.invoke(app, ["train", recipe, "-q", "--resume", str(out)]).exit_code == 0
+    done, ref = (json.loads((d / "metrics.json").read_text()) for d in (out, whole))
+    assert done["status"] == "completed" and done["curve"][-1]["loss"] == ref["curve"][-1]["loss"]
+    lines = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    again = [json.loads(line) for line in (whole / "log.jsonl").read_text().splitlines()]
+    assert [(x.get("event"), x["step"]) for x in lines] == [(x.get("event"), x["step"]) for x in again]  # one run's log
+
+
+def test_a_run_started_again_into_a_folder_a_killed_run_left_has_only_its_own_log(tmp_path: Path, text_csv: Path) -> None:
+    out = tmp_path / "o"
+    out.mkdir()  # what kill -9 before the first checkpoint leaves: a log, no metrics, no checkpoint, a dead owner's lock
+    (out / "log.jsonl").write_text('{"event": "step", "step": 1, "loss": 9.0}\n{"event": "step", "step": 2, "lo')
+    (out / ".siftcli.lock").write_text("999999")
+    assert runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-q", "-o", str(out)]).exit_code == 0
+    lines = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    steps = [x["step"] for x in lines if x["event"] == "step"]
+    assert steps == sorted(set(steps)) and steps[0] == 1 and all(x.get("loss") != 9.0 for x in lines)
+
+
+def test_a_resumed_log_drops_what_it_will_log_again_and_a_torn_last_line(tmp_path: Path) -> None:
+    from siftcli.runio import JsonlLog
+
+    path = tmp_path / "log.jsonl"
+    path.write_text("".join(json.dumps({"event": "step", "step": s}) + "\n" for s in (1, 2, 4)) + '{"event": "st')
+    with JsonlLog(path, resume_step=2) as log:
+        log.write({"event": "step", "step": 3})
+    assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]

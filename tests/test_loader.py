@@ -107,6 +107,36 @@ def test_wrong_loss_shape_is_reported() -> None:
         next(iter(loader))
 
 
+MISUSE = [  # (argument changed, exception, words the message must hold: the argument and the fix)
+    ({"dataloader": 42}, TypeError, "dataloader must be an iterable of batches"),
+    ({"model": "bert"}, TypeError, "model must be the torch.nn.Module being trained, got str"),
+    ({"loss_fn": None}, TypeError, "loss_fn must be a callable (model, batch) -> Tensor[batch]"),
+    ({"config": {"beta": 2}}, TypeError, "config must be a SiftConfig, got dict: write SiftConfig(**settings)"),
+    ({"batch_size": 0}, ValueError, "batch_size must be a positive whole number, got 0"),
+    ({"batch_size": 2.5}, ValueError, "batch_size must be a positive whole number, got 2.5"),
+]
+
+
+@pytest.mark.parametrize("change,error,words", MISUSE)
+def test_a_misplaced_argument_is_named_with_its_fix_at_construction(change: dict, error: type, words: str) -> None:
+    args = {"dataloader": _tuple_loader(), "model": torch.nn.Linear(4, 2), "loss_fn": cross_entropy_loss,
+            "config": SiftConfig(), **change}
+    with pytest.raises(error) as caught:
+        SiftingDataLoader(**args)
+    assert words in str(caught.value)
+
+
+@pytest.mark.parametrize("loss", [lambda m, b: cross_entropy_loss(m, b).mean(), lambda m, b: cross_entropy_loss(m, b).tolist()])
+def test_a_loss_that_is_not_per_sample_says_what_shape_it_must_have(loss) -> None:  # noqa: ANN001
+    loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), loss, SiftConfig())
+    with pytest.raises((ValueError, TypeError), match=r"shape \[8\] \(reduction='none'|not a list"):
+        next(iter(loader))
+    loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig())
+    batch = next(iter(loader))
+    with pytest.raises(ValueError, match=r"training_loss\(\)/record\(\) got 1 losses for a batch of 8.*shape \[8\]"):
+        loader.training_loss(cross_entropy_loss(loader.model, batch).mean())
+
+
 def test_decisions_come_from_the_seeded_generator_not_global_state() -> None:
     def masks(global_seed: int, sift_seed: int = 5) -> list[list[bool]]:
         model = torch.nn.Linear(4, 2).requires_grad_(False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 import siftcli.arms.reference as reference_mod
@@ -122,3 +123,65 @@ def test_reference_scoring_decides_every_batch_without_a_forward(text_csv: Path)
     assert not calls and loader.stats.scored_samples == 0  # a table, never a scoring forward
     assert 0.2 <= len(kept) / n <= 0.3
     assert sum(i < n // 4 for i in kept) / len(kept) > 0.6  # mostly the low-reference-loss quarter
+
+
+def test_a_process_that_needs_a_reference_another_is_building_waits_and_reads_it(text_csv: Path, monkeypatch) -> None:
+    import fcntl
+    import threading
+
+    from siftcli.arms.reference import cache_dir, cache_key, reference_for
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "ngram",
+                                                            "sift.reference.holdout_fraction": 0.2}))
+    workload = build_workload(recipe)
+    built, _ = reference_for(workload, recipe)  # what the other process will have cached
+    path = cache_dir() / "references" / f"{cache_key(workload, recipe)}.pt"
+    payload = path.read_bytes()
+    path.unlink()
+    builds: list[int] = []
+    monkeypatch.setattr(reference_mod, "ngram_reference", lambda *a, **k: builds.append(1) or (built, []))
+    other = open(path.with_suffix(".lock"), "a+")  # the other process, building  # noqa: SIM115
+    fcntl.flock(other, fcntl.LOCK_EX)
+    looked, real_cached = threading.Event(), reference_mod._cached
+
+    def cached(*args):  # noqa: ANN002, ANN202
+        found = real_cached(*args)
+        looked.set()
+        return found
+
+    monkeypatch.setattr(reference_mod, "_cached", cached)
+    got: list = []
+    again = build_workload(recipe)
+    waiter = threading.Thread(target=lambda: got.append(reference_for(again, recipe)))
+    waiter.start()
+    assert looked.wait(timeout=60)  # it found no cached file while the other process was still building
+    path.write_bytes(payload)  # the other process finishes its build, caches it and lets go
+    other.close()
+    waiter.join(timeout=60)
+    assert not builds and got and got[0][0].cached and torch.equal(got[0][0].losses, built.losses)
+
+
+@pytest.mark.slow
+def test_two_processes_building_one_reference_at_once_build_it_once_and_both_read_it(tmp_path: Path, text_csv: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    raw = tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
+                                        "sift.reference.holdout_fraction": 0.2, "sift.reference.epochs": 40})
+    script = ("import hashlib, json, sys\n"
+              "from siftcli.recipe.schema import validate_recipe\n"
+              "from siftcli.workload.build import build_workload\n"
+              "from siftcli.arms.reference import reference_for\n"
+              "recipe = validate_recipe(json.loads(sys.argv[1]))\n"
+              "ref, _ = reference_for(build_workload(recipe), recipe)\n"
+              "print(json.dumps([ref.cached, hashlib.sha256(ref.losses.numpy().tobytes()).hexdigest()]))\n")
+    env = {**os.environ, "SIFTCLI_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    procs = [subprocess.Popen([sys.executable, "-c", script, json.dumps(raw)], stdout=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    results = [json.loads(p.communicate(timeout=300)[0].strip().splitlines()[-1]) for p in procs]
+    assert sorted(cached for cached, _ in results) == [False, True]  # one built it, the other read what it cached
+    assert results[0][1] == results[1][1]
+    cached = list((tmp_path / "cache" / "references").glob("*.pt"))
+    assert len(cached) == 1 and torch.load(cached[0], weights_only=True)["losses"].numel() > 0

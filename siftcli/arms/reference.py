@@ -20,18 +20,22 @@ What building cost (training and scoring) is charged to the clock of the run tha
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import fcntl
 import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
 
+from siftcli import parallel
 from siftcli.arms.ngram import cross_entropy_difference, label_losses
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
@@ -81,27 +85,69 @@ def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, torch
 
 def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """The recipe's reference losses for every training sample: from the cache where its key is there, else built
-    (``sift.reference.kind``) and cached. Returns the reference and the metrics of any reference training run."""
+    (``sift.reference.kind``) and cached. Returns the reference and the metrics of any reference training run.
+
+    Two processes that need the same reference at once (two runs, two sweep workers) do not both build it: the
+    second waits on the key's lock file and reads what the first cached (the lock goes with its holder, even under
+    kill -9). The ranks of one torchrun build together and take no lock: a rank waiting on a file while another waits
+    on it in a collective would never wake."""
     spec = recipe.sift.reference
     key = cache_key(workload, recipe)
     path = cache_dir() / "references" / f"{key}.pt"
-    if spec.cache and path.exists():
-        t0 = time.perf_counter()
-        try:
-            saved = torch.load(path, weights_only=True)
-            losses = saved["losses"]
-            if losses.numel() == len(workload.train_data):
-                found = Reference(losses, time.perf_counter() - t0, float(saved["build_seconds"]), True, spec.kind, key)
-                return _balanced(found, workload, spec.balance), []
-        except (OSError, RuntimeError, KeyError, TypeError, ValueError):
-            pass  # unreadable or foreign: rebuild and overwrite
-    build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference,
-             "ngram": ngram_reference, "naive-bayes": naive_bayes_reference}[spec.kind]
-    reference, runs = build(workload, recipe, initial)
-    reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
-    if spec.cache:
-        _write_cache(path, {"losses": reference.losses, "build_seconds": reference.seconds, "kind": spec.kind})
+    found = _cached(path, workload, spec.kind, key) if spec.cache else None
+    if found is not None:
+        return _balanced(found, workload, spec.balance), []
+    with _building(path if spec.cache and not parallel.active() else None):
+        found = _cached(path, workload, spec.kind, key) if spec.cache else None  # built while this process waited
+        if found is not None:
+            return _balanced(found, workload, spec.balance), []
+        build = {"cross-fit": cross_fitted_reference, "holdout": holdout_reference, "model": model_reference,
+                 "ngram": ngram_reference, "naive-bayes": naive_bayes_reference}[spec.kind]
+        reference, runs = build(workload, recipe, initial)
+        reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
+        if spec.cache:
+            _write_cache(path, {"losses": reference.losses, "build_seconds": reference.seconds, "kind": spec.kind})
     return _balanced(reference, workload, spec.balance), runs
+
+
+def _cached(path: Path, workload: Workload, kind: str, key: str) -> Reference | None:
+    """The cached reference, or None when it is missing, unreadable or of other data (then it is rebuilt over)."""
+    if not path.exists():
+        return None
+    t0 = time.perf_counter()
+    try:
+        saved = torch.load(path, weights_only=True)
+        losses = saved["losses"]
+        if losses.numel() == len(workload.train_data):
+            return Reference(losses, time.perf_counter() - t0, float(saved["build_seconds"]), True, kind, key)
+    except (OSError, RuntimeError, KeyError, TypeError, ValueError):
+        pass
+    return None
+
+
+@contextlib.contextmanager
+def _building(path: Path | None) -> Iterator[None]:
+    """Hold ``<key>.lock`` beside the cached file while building it (an advisory ``flock``: released when the holder
+    exits however it exits). Where no lock can be taken (a read-only cache folder) the build goes on without one."""
+    if path is None:
+        yield
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path.with_suffix(".lock"), "a+")  # noqa: SIM115  (held across the yield)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if parallel.on_wait is not None:
+                parallel.on_wait(f"waiting for another siftcli process that is building the same reference ({path.stem})")
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+    finally:
+        fh.close()
 
 
 def _balanced(reference: Reference, workload: Workload, balance: str) -> Reference:

@@ -83,5 +83,6 @@ class Feedback:
         if indices is None:
             return
         if losses.numel() != indices.numel():
-            raise ValueError(f"record() got {losses.numel()} losses for a batch of {indices.numel()} samples")
+            raise ValueError(f"training_loss()/record() got {losses.numel()} losses for a batch of {indices.numel()} samples: "
+                             f"pass the per-sample losses, a Tensor of shape [{indices.numel()}] (reduction='none')")
         self.memory.write(indices, losses, epoch)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from siftcli.sift import batching
+from siftcli.sift.arguments import check_arguments
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
@@ -82,6 +83,7 @@ class SiftingDataLoader:
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
                  exact_len: bool = False) -> None:
+        check_arguments(dataloader, model, loss_fn, config, batch_size)
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
@@ -376,4 +378,3 @@ class SiftingDataLoader:
         if state.get("scoring_precision", "fastest") not in ("auto", "fastest"):
             self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()
         self.scorer.seconds = self.stats.scoring_seconds
-

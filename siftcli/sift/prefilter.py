@@ -126,7 +126,8 @@ class SamplerDecisions:
         fresh = self.scorer.losses(part)
         expected = n if part is raw else todo.numel()
         if fresh.numel() != expected:
-            raise ValueError(f"the loss function returned {fresh.numel()} losses for a batch of {expected} samples")
+            raise ValueError(f"loss_fn returned {fresh.numel()} losses for a batch of {expected} samples: it must return "
+                             f"one loss per sample, a Tensor of shape [{expected}] (reduction='none', not a mean)")
         if indices is None:
             return fresh, n
         self.memory.write(indices if part is raw else indices[todo], fresh, epoch)

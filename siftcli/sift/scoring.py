@@ -60,7 +60,8 @@ class Scorer:
             with torch.inference_mode(), autocast(self.device, self.precision):
                 losses = self.loss_fn(model, batch)
             if not isinstance(losses, torch.Tensor):
-                raise TypeError(f"the loss function must return a Tensor of per-sample losses, got {type(losses).__name__}")
+                raise TypeError(f"loss_fn must return a Tensor of per-sample losses, got {type(losses).__name__}"
+                                + (": return torch.stack(...) or a tensor, not a list" if isinstance(losses, (list, tuple)) else ""))
             losses = losses.detach().float().flatten().cpu()
         finally:
             for module, flag in flags:

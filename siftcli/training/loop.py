@@ -26,7 +26,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from siftcli import parallel
-from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.errors import RunFault, RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, JsonlLog, atomic_write_json
 from siftcli.sift.distributed import sum_over_ranks
@@ -160,7 +160,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
 
     emit("start", {"arm": arm, "epochs": budget.epochs, "steps_per_epoch": len(loader), "total_raw": budget.total_raw,
                    "max_steps": recipe.max_steps, "step": state.step, "recipe": recipe, "run_dir": run_dir})
-    with JsonlLog(run_dir / "log.jsonl" if run_dir else None) as log, StopSignals() as stop:
+    saved_step = state.step if resume else None  # the last checkpoint on disk (a full disk may fail the next one)
+    with JsonlLog(run_dir / "log.jsonl" if run_dir else None, saved_step) as log, StopSignals() as stop:
         def evaluate_now(reason: str) -> None:
             _evaluate(run, workload, recipe, reason, log, emit)
 
@@ -182,7 +183,11 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
-                        checkpoint.save(run_dir, arm, state, run.parts, started)
+                        try:
+                            checkpoint.save(run_dir, arm, state, run.parts, started)
+                        except OSError as exc:
+                            raise _CheckpointFailed(exc) from exc
+                        saved_step = state.step
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
                     if budget.done(state.step, loader.stats.raw_samples):
@@ -202,6 +207,13 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             finish("interrupted")
             checkpoint.save(run_dir, arm, state, run.parts, started)
             raise _interrupted(run_dir, stop.requested, reference_not_kept(recipe, sift)) from None
+        except _CheckpointFailed as exc:  # the old checkpoint pair is whole (write_pair): say so, and how to go on
+            note = _io_note(exc.error)
+            _mark_failed(finish("failed"), run_dir, f"checkpoint at step {state.step}: {note}")
+            kept = (f"the checkpoint of step {saved_step} is kept: free space, then continue with: "
+                    f"siftcli train <recipe> --resume {run_dir}") if saved_step is not None else \
+                "no earlier checkpoint: free space and run again"
+            raise RunFault(f"checkpoint at step {state.step}: {note}; {kept}") from None
         except _NonFiniteLoss as exc:
             finish("failed")
             where = f"; partial results in {run_dir}" if run_dir else ""
@@ -245,10 +257,18 @@ def _save_completed(result: RunMetrics, run_dir: Path | None, arm: str, run: Run
             on_complete()
         checkpoint.save(run_dir, arm, run.state, run.parts, started)
     except OSError as exc:
-        state_note = f"{exc.filename or 'an output file'}: {exc.strerror or exc}"
-        if run_dir is not None and parallel.is_main():
-            atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": state_note})
+        _mark_failed(result, run_dir, _io_note(exc))
         raise
+
+
+def _io_note(exc: OSError) -> str:
+    return f"{exc.filename or 'an output file'}: {exc.strerror or exc}"
+
+
+def _mark_failed(result: RunMetrics, run_dir: Path | None, error: str) -> None:
+    """Metrics that say "failed" and why, never "completed" or "interrupted", for a run whose files are missing."""
+    if run_dir is not None and parallel.is_main():
+        atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": error})
 
 
 def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log: JsonlLog, emit: Event) -> None:
@@ -326,6 +346,12 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
         correct, count = int(correct_sum), int(count_sum)
     mean_loss = total_loss / max(1, count)
     return {"loss": mean_loss, kind.metric: METRICS[kind.metric].value(mean_loss, correct, count)}
+
+
+class _CheckpointFailed(Exception):
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _NonFiniteLoss(Exception):
