@@ -219,3 +219,41 @@ def digits(size: int = 16, evaluation: int = 797) -> Path:
     for name, indices in (("eval", order[:evaluation]), ("train", order[evaluation:])):  # train last: it marks done
         atomic_write(out / name, lambda tmp, indices=indices: split(indices).save_to_disk(str(tmp)), folder=True)
     return out
+
+
+def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evaluation: int = 1000) -> Path:
+    """A pool for filtering at scale (``python -m benchmarks curation``): ``rows`` texts, each two sentences drawn from
+    SST-2 and MR (about 55,000 distinct ones, so two rows share both by chance about never), of which ``copy_share``
+    are planted near-copies (one small edit) of an earlier row. Column ``copy_of`` is the planted row's original (-1
+    otherwise): the dedup's ground truth. ``target.csv`` holds ``target`` MR sentences (the n-gram reference's
+    holdout), ``eval.csv`` ``evaluation`` others. Written with the csv module in one pass; about 150 bytes a row."""
+    folder = DATA / f"curation-{rows}"
+    if (folder / "pool.csv").exists():
+        return folder
+    rng = random.Random(43)
+    mr = _mr_rows(rng)
+    held, other = mr[:target + evaluation], mr[target + evaluation:]
+    with (SHARED / "sst2" / "train.tsv").open(encoding="utf-8") as f:
+        sst = [r[0].strip() for r in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][1:]
+    sentences = sorted({s for s in sst if len(s.split()) >= 6} | {r["text"] for r in other})
+    labels = ("negative", "positive")
+    folder.mkdir(parents=True, exist_ok=True)
+    _write(folder / "target.csv", held[:target])
+    _write(folder / "eval.csv", held[target:])
+    originals: list[str] = []
+
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(["text", "label", "copy_of"])
+            for i in range(rows):
+                if originals and rng.random() < copy_share:
+                    j = rng.randrange(len(originals))
+                    out.writerow([_near_copy(originals[j][1], rng), labels[rng.randrange(2)], originals[j][0]])
+                    continue
+                text = " ".join(rng.choice(sentences) for _ in range(2))
+                originals.append((i, text))
+                out.writerow([text, labels[rng.randrange(2)], -1])
+
+    atomic_write(folder / "pool.csv", write)
+    return folder

@@ -168,7 +168,7 @@ ENTRIES = (
               "1,200 AG News texts carrying the two labels; pretrained MiniLM), 4 epochs, batch 16, with a reference "
               "that trains nothing: `sift.reference.kind: ngram` scores each pool text by how much likelier its token "
               "unigrams and bigrams are under the 500 held-out MR sentences than under the pool (Moore-Lewis "
-              "cross-entropy difference, hashed n-grams as in DSIR; `siftcli/arms/ngram.py`), ranked within each label "
+              "cross-entropy difference, hashed n-grams as in DSIR; `siftcli.curate.ngram.py`), ranked within each label "
               "(`balance: label`); its lowest sixth is 99% MR, its lowest third 92%. It costs about 0.1 s, on the clock "
               "of the first arm that needs it. `sifted` keeps a sixth of each raw batch by that score (`score: "
               "reference`, calibrated, beta 8: each epoch draws its own sixth, so over 4 epochs it reaches far more "

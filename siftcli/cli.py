@@ -380,31 +380,46 @@ def filter_(
     dedup: Annotated[bool, typer.Option("--dedup", help="Drop near-copies first (keep the first of each).")] = False,
     similarity: Annotated[float, typer.Option("--similarity", help="--dedup: Jaccard similarity of token bigrams that "
                                                                    "makes a near-copy (1 = exact copies only).")] = 0.7,
+    workers: Annotated[int | None, typer.Option("--workers", help="Processes (or Dask workers) to use; default: every "
+                                                                  "core.")] = None,
+    engine: Annotated[str, typer.Option("--engine", help="Where the chunks run: processes (this machine) or dask "
+                                                         "(siftcli[dask]; a local cluster of --workers unless "
+                                                         "--scheduler).")] = "processes",
+    scheduler: Annotated[str | None, typer.Option("--scheduler", help="--engine dask: the address of a running Dask "
+                                                                      "scheduler (tcp://host:8786).")] = None,
     set_: SetOpt = None,
     json_: JsonOpt = False,
 ) -> None:
     """Filter once, before training: drop near-copies (--dedup), keep what the reference finds learnable and on
     target (--keep F), or both; point a recipe's data.source at the file written.
 
-    The static opponents of a comparison (dedup, static-filter) as a path of their own, for where they win.
+    The static opponents of a comparison (dedup, static-filter) as a path of their own, for where they win. Text pools
+    ranked by an ngram or naive-bayes reference (or only deduplicated) stream in chunks over every core, or a Dask
+    cluster; the rest are built in memory.
     """
-    from siftcli.commands import run_filter
+    import dataclasses
+    import os
 
-    result = run_filter(_load(recipe, set_), keep, output, similarity if dedup else None)
+    from siftcli.commands import run_filter
+    from siftcli.curate.engines import Engine
+
+    cfg = _load(recipe, set_)
+    where = Engine(kind=engine, workers=workers if workers is not None else (os.cpu_count() or 1), scheduler=scheduler)
+    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where)
     if json_:
-        _emit_json(result)
+        _emit_json(dataclasses.asdict(result))
         return
-    groups = "; ".join(f"{g} {100 * v:.0f}%" for g, v in (result.get("groups") or {}).items())
-    line = f"kept {result['kept']} of {result['of']} rows ({100 * result['keep']:.1f}%) -> {result['output']}"
-    if "dedup" in result:
-        d = result["dedup"]
-        line += f"; near-copies dropped at similarity {d['similarity']:g}: {result['of'] - d['kept']} ({d['seconds']:.1f} s)"
+    groups = "; ".join(f"{g} {100 * v:.0f}%" for g, v in (result.groups or {}).items())
+    line = f"kept {result.kept} of {result.of} rows ({100 * result.keep:.1f}%) -> {result.output}"
+    if result.dedup_similarity is not None:
+        line += f"; near-copies dropped at similarity {result.dedup_similarity:g}: {result.of - (result.dedup_kept or 0)}"
+    if result.reference_kind:
+        line += f"; ranked by the {result.reference_kind} reference"
     if groups:
         line += f"; groups among kept: {groups}"
-    if "reference" in result:
-        ref = result["reference"]
-        line += (f"; reference {ref['kind']}: paid {ref['paid_seconds']:.1f} s, built in {ref['build_seconds']:.1f} s"
-                 + (" (cached)" if ref["cached"] else ""))
+    steps = ", ".join(f"{k} {v:.1f}" for k, v in result.phases.items())
+    line += f"; {result.seconds:.1f} s ({steps}) on {result.engine}" + \
+        (f" x{result.workers}" if result.engine != "in-memory" else "")
     console.print(line)
 
 

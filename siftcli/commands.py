@@ -7,18 +7,20 @@ They work without the CLI (import and call them) and write everything under a ru
 from __future__ import annotations
 
 import copy
+import os
+import time
 from pathlib import Path
 from typing import Any
-
-from typing_extensions import NotRequired, TypedDict
 
 from siftcli import parallel
 from siftcli.analysis.stats import CompareResult, compare_pair, summarise_seeds
 from siftcli.analysis.verdict import verdict
 from siftcli.arms.context import SeedContext, preflight, prepare, write_label_noise
-from siftcli.arms.dedup import drop_near_copies
 from siftcli.arms.run import run_plan
 from siftcli.arms.table import check_arms, default_arms, lowest, subject_of
+from siftcli.curate.dedup import drop_near_copies
+from siftcli.curate.engines import Engine
+from siftcli.curate.pipeline import CurateResult, filter_pool, streamable
 from siftcli.errors import RunInterrupted, SiftcliError, first_line
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.report.html import report_html
@@ -37,7 +39,7 @@ from siftcli.runio import (
 )
 from siftcli.training.loop import train
 from siftcli.training.pilot import pilot_check
-from siftcli.training.record import ReferenceCost, RunMetrics, brief, final_value, keep_value
+from siftcli.training.record import RunMetrics, brief, final_value, keep_value
 from siftcli.training.resume import data_fingerprint, reference_not_kept, resumable, same_data
 from siftcli.training.setup import save_model, sift_config
 from siftcli.workload.build import build_workload, resolve_device
@@ -96,24 +98,14 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     return run_dir, metrics
 
 
-class FilterResult(TypedDict):
-    """What ``siftcli filter`` kept and what choosing it cost."""
-
-    output: str
-    kept: int
-    of: int
-    keep: float
-    dedup: NotRequired[dict[str, float]]  # similarity, kept, seconds
-    reference: NotRequired[ReferenceCost]
-    groups: NotRequired[dict[str, float]]  # each group's share of the kept rows
-
-
-def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None) -> FilterResult:
+def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None, *,
+               engine: Engine | None = None) -> CurateResult:
     """Filter once, before training, and write the kept training rows with the data's own columns to ``output``
     (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
-    (Jaccard similarity of token bigrams at least this; :mod:`siftcli.arms.dedup`); ``keep``: then keep this fraction with
-    the lowest reference loss (``sift.reference``: built, or read from the cache). Returns what was kept and its cost."""
-
+    (Jaccard similarity of token bigrams at least this; :mod:`siftcli.curate.dedup`); ``keep``: then keep this fraction
+    with the lowest reference loss (``sift.reference``). Text pools ranked by a counted reference (``ngram``,
+    ``naive-bayes``) or only deduplicated stream through :mod:`siftcli.curate.pipeline` on ``engine`` (default: every
+    core); the rest are built in memory as training builds them. Returns what was kept and its cost."""
     if keep is None and dedup is None:
         raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
     if keep is not None and not 0 < keep <= 1:
@@ -131,24 +123,40 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         if source and Path(source).exists() and Path(source).resolve() == path.resolve():
             raise SiftcliError(f"-o {output}: is the recipe's {key}; writing the kept rows there would destroy the data "
                                "they come from: name a new file")
+    engine = engine or Engine(workers=os.cpu_count() or 1)
+    if streamable(recipe, keep) is None:
+        return filter_pool(recipe, keep, dedup, path, engine, write_table)
+    return _filter_in_memory(recipe, keep, dedup, path)
+
+
+def _filter_in_memory(recipe: Recipe, keep: float | None, dedup: float | None, path: Path) -> CurateResult:
+    """The filter for what the streamed path does not take (images, a reference that trains a model, label noise): the
+    workload built as training builds it, the reference from the arms' cache."""
+    started = time.perf_counter()
     preflight(recipe)
     workload = build_workload(recipe)
     n = len(workload.train_data)
-    chosen, out = list(range(n)), {}
+    chosen = list(range(n))
+    result = CurateResult(output=str(path), kept=0, of=n, keep=0.0, engine="in-memory")
+    result.phases["read"] = time.perf_counter() - started
     if dedup is not None:
         chosen, seconds = drop_near_copies(workload.train_data, dedup)
-        out["dedup"] = {"similarity": dedup, "kept": len(chosen), "seconds": seconds}
+        result.dedup_similarity, result.dedup_kept, result.phases["near-copies"] = dedup, len(chosen), seconds
     if keep is not None:
         reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
         chosen = [chosen[i] for i in lowest(reference.losses[chosen], keep)]
-        out["reference"] = reference.summary()
+        cost = reference.summary()
+        result.reference_kind, result.reference_cached, result.phases["reference"] = reference.kind, cost["cached"], cost["paid_seconds"]
+    t0 = time.perf_counter()
     path.parent.mkdir(parents=True, exist_ok=True)
     write_table(workload.source_rows.select([workload.source_index[i] for i in chosen]), path)
-    out = {"output": str(path), "kept": len(chosen), "of": n, "keep": len(chosen) / n, **out}
+    result.phases["write"] = time.perf_counter() - t0
+    result.kept, result.keep = len(chosen), len(chosen) / n
     if workload.groups is not None:
         counts = workload.groups[chosen].bincount(minlength=len(workload.group_names)).tolist()
-        out["groups"] = {name: c / len(chosen) for name, c in zip(workload.group_names, counts)}
-    return out
+        result.groups = {name: c / len(chosen) for name, c in zip(workload.group_names, counts)}
+    result.seconds = time.perf_counter() - started
+    return result
 
 
 def _maybe_plot(run_dir: Path, runs: list[RunMetrics]) -> list[str]:

@@ -211,7 +211,7 @@ def test_filter_writes_the_kept_rows_with_the_datas_own_columns(tmp_path: Path) 
     originals = {r.split(",")[0] for r in pool.read_text().splitlines()[1:]}
     assert all(r["text"] in originals for r in kept) and abs(sum(doc["groups"].values()) - 1) < 1e-9
     again = runner.invoke(app, ["filter", str(recipe), "--keep", "0.25", "-o", str(tmp_path / "k2.jsonl"), "--json"])
-    assert json.loads(again.stdout)["reference"]["cached"] is True  # the reference is built once, then reused
+    assert json.loads(again.stdout)["reference_cached"] is True  # the reference is built once, then reused
     before = pool.read_text()
     for args, expected in ((["--keep", "0", "-o", str(out)], "--keep 0.0: expected a fraction"),
                            (["--keep", "0.5", "-o", str(tmp_path / "k.txt")], "expected a .csv, .tsv or .jsonl file"),
@@ -238,7 +238,7 @@ def test_filter_dedup_writes_one_row_of_each_near_copy(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     with out.open() as f:
         kept = [r["text"] for r in csv.DictReader(f)]
-    assert doc["kept"] == len(kept) == len(set(kept)) == distinct and doc["of"] == 70 and "reference" not in doc
+    assert doc["kept"] == len(kept) == len(set(kept)) == distinct and doc["of"] == 70 and doc["reference_kind"] is None
     none = runner.invoke(app, ["filter", str(recipe), "-o", str(out)])
     assert none.exit_code == 2 and "give --keep F" in none.output
 

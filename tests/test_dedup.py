@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
-from siftcli.arms.dedup import jaccard, near_duplicates, shingles, token_sequences
+from siftcli.curate.dedup import bigram_sets, jaccard, near_duplicates, token_sequences
+from siftcli.curate.tokens import from_sequences
 from siftcli.errors import SiftcliError
 
 
@@ -33,7 +35,8 @@ def test_near_copies_are_dropped_and_the_first_of_each_cluster_is_kept() -> None
 
 
 def test_similarity_is_of_token_bigrams_and_the_threshold_is_checked() -> None:
-    a, b = shingles([1, 2, 3, 4]), shingles([1, 2, 3, 5])
+    sets = bigram_sets(from_sequences([[1, 2, 3, 4], [1, 2, 3, 5]]), np.array([0, 1]))
+    a, b = sets[0], sets[1]
     assert jaccard(a, b) == pytest.approx(2 / 4) and jaccard(a, a) == 1.0
     one_off = [list(range(1, 11)), [*range(1, 10), 99]]  # 8 of 10 bigrams shared: similarity 0.8
     assert near_duplicates(one_off, threshold=0.8) == [0]

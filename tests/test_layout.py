@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The stages of ``siftcli/``, top (what the user calls) to bottom (what everything uses). A module may import from its
 #: own stage or any stage below it, never above: the README's map of the folders says the same.
-STAGES = ["__main__", "cli", "commands", "plan", "sweep", "report", "analysis", "arms", "training", "workload", "recipe",
+STAGES = ["__main__", "cli", "commands", "plan", "sweep", "report", "analysis", "arms", "training", "curate", "workload", "recipe",
           "compat", "integrations", "runio", "parallel", "sift", "tasks", "errors"]
 
 
@@ -72,7 +72,7 @@ def test_imports_run_one_way_down_the_data_path() -> None:
 
 
 def test_every_stage_folder_says_what_comes_in_and_goes_out() -> None:
-    for folder in ("recipe", "workload", "arms", "training", "analysis", "report", "sweep"):
+    for folder in ("recipe", "workload", "curate", "arms", "training", "analysis", "report", "sweep", "plan"):
         doc = ast.get_docstring(ast.parse((ROOT / "siftcli" / folder / "__init__.py").read_text()))
         assert doc and " in, " in doc and " out" in doc, f"siftcli/{folder}: {doc!r} (expected \"X in, Y out: ...\")"
 
@@ -134,3 +134,12 @@ def test_a_run_record_has_exactly_the_fields_its_type_declares(tiny_recipe, tmp_
         assert is_typeddict(t)
         assert t.__required_keys__ <= set(value), f"{t.__name__} misses {sorted(t.__required_keys__ - set(value))}"
         assert set(value) <= set(t.__annotations__), f"{t.__name__} lacks {sorted(set(value) - set(t.__annotations__))}"
+
+
+def test_every_package_folder_is_installed() -> None:
+    """A folder missing from pyproject's list works in a source checkout (editable install) and is absent from a wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "siftcli").rglob("__init__.py")}
+    assert folders <= listed, f"not in pyproject's [tool.setuptools] packages: {sorted(folders - listed)}"

@@ -9,9 +9,9 @@ key pays for it once.
   training sample: samples it finds hard are off-target or mislabelled (RHO-LOSS's relevance setting).
 - ``model``: a saved model scores every training sample as it is.
 - ``ngram``: no model: how much likelier each text is under the holdout's token n-grams than under the pool's
-  (:mod:`siftcli.arms.ngram`), a relevance score that costs milliseconds.
+  (:mod:`siftcli.curate.ngram`), a relevance score that costs milliseconds.
 - ``naive-bayes``: no model either: the loss of each text's label under naive Bayes over the holdout's n-grams per
-  class (:func:`siftcli.arms.ngram.label_losses`), a label-noise score that costs milliseconds.
+  class (:func:`siftcli.curate.ngram.label_losses`), a label-noise score that costs milliseconds.
 
 What building cost (training and scoring) is charged to the clock of the run that built it, as the
 ``reference`` phase; a run that finds it cached pays the read and reports the build cost beside it
@@ -36,7 +36,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from siftcli import parallel
-from siftcli.arms.ngram import cross_entropy_difference, label_losses
+from siftcli.curate.ngram import cross_entropy_difference, label_losses
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_torch_save
@@ -227,14 +227,14 @@ def holdout_reference(workload: Workload, recipe: Recipe,
 
 def ngram_reference(workload: Workload, recipe: Recipe,
                     initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
-    """The holdout's hashed n-gram distribution against the pool's (:mod:`siftcli.arms.ngram`): a relevance score with no
+    """The holdout's hashed n-gram distribution against the pool's (:mod:`siftcli.curate.ngram`): a relevance score with no
     model and no training, so it costs milliseconds where a trained reference costs a fraction of the run."""
     return _counted(workload, "ngram", cross_entropy_difference)
 
 
 def naive_bayes_reference(workload: Workload, recipe: Recipe,
                           initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
-    """Naive Bayes over the holdout's n-grams per class (:func:`siftcli.arms.ngram.label_losses`): whether a text's label
+    """Naive Bayes over the holdout's n-grams per class (:func:`siftcli.curate.ngram.label_losses`): whether a text's label
     fits its words, the question label noise asks, with no model trained; a trained holdout reference answers it as
     a side effect of difficulty and costs a fraction of the run."""
     return _counted(workload, "naive-bayes", label_losses)

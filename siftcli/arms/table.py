@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siftcli.arms.context import SeedContext
-from siftcli.arms.dedup import DEFAULT_SIMILARITY, drop_near_copies
+from siftcli.curate.dedup import DEFAULT_SIMILARITY, drop_near_copies
 from siftcli.errors import SiftcliError
 from siftcli.recipe.reader import apply_override, load_yaml_text
 from siftcli.recipe.schema import Recipe, validate_recipe

@@ -8,8 +8,8 @@ plan is a line in :func:`strategies`, never new search code.
 
 from __future__ import annotations
 
-from siftcli.arms.dedup import DEFAULT_SIMILARITY
 from siftcli.arms.table import arm_row
+from siftcli.curate.dedup import DEFAULT_SIMILARITY
 from siftcli.plan.record import Candidate, Skipped
 from siftcli.recipe.schema import Recipe
 from siftcli.tasks import TASKS

@@ -19,6 +19,12 @@ BUILTIN_DATA = ("builtin:vader-words",)
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
 
 
+def column_values(ds: Any, column: str) -> list:
+    """A column of a ``datasets.Dataset`` as a Python list, read through Arrow in one call: iterating ``ds[column]``
+    formats one row at a time (measured: 60 s for two columns of a million rows, against under a second)."""
+    return ds.with_format("arrow")[column].to_pylist()
+
+
 @dataclass
 class DataSplits:
     train: Any  # datasets.Dataset
@@ -99,11 +105,11 @@ def load_splits(
     else:
         train = _load_one(source, fmt, config_name, train_split, column_names, "data.source")
         if TASKS[task].labels == "class" and label_column in train.column_names:
-            _check_labels(list(train[label_column]), label_names, source, column_names)
+            _check_labels(column_values(train, label_column), label_names, source, column_names)
         if eval_source:
             evald = _load_one(eval_source, fmt, config_name, eval_split or train_split, column_names, "data.eval_source")
             if TASKS[task].labels == "class" and label_column in evald.column_names:
-                _check_labels(list(evald[label_column]), label_names, eval_source, column_names, ids_from_train=True)
+                _check_labels(column_values(evald, label_column), label_names, eval_source, column_names, ids_from_train=True)
         elif eval_split:
             evald = _load_one(source, fmt, config_name, eval_split, column_names, "data.eval_split")
         else:
@@ -299,8 +305,8 @@ def _check_labels(values: list[Any], label_names: list[str] | None, source: str,
 
 
 def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | None) -> tuple[Any, Any, list[str]]:
-    values = list(train[column])
-    ev_values = list(evald[column])
+    values = column_values(train, column)
+    ev_values = column_values(evald, column)
     for which, vals in (("training", values), ("evaluation", ev_values)):
         empty = next((i for i, v in enumerate(vals) if v is None or (isinstance(v, float) and v != v)), None)
         if empty is not None:
@@ -346,7 +352,7 @@ def _replace(ds: Any, column: str, values: list) -> Any:
 
 def _float_labels(ds: Any, column: str) -> Any:
     try:
-        values = [float(v) for v in list(ds[column])]
+        values = [float(v) for v in column_values(ds, column)]
     except (TypeError, ValueError):
         raise SiftcliError(f"data: regression needs numeric labels in column {column!r}") from None
     return _replace(ds, column, values)

@@ -12,7 +12,7 @@ from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.sift.batching import bucket
 from siftcli.tasks import TASKS
-from siftcli.workload.data import load_splits
+from siftcli.workload.data import column_values, load_splits
 
 
 class Row(TypedDict, total=False):
@@ -95,15 +95,15 @@ def flip_labels(rows: list[Row], n_classes: int, fraction: float, seed: int) -> 
 
 
 def tokenize(ds: Any, tokenizer: Any, recipe: Recipe, column: str) -> list[Row]:
-    texts = list(ds[column])
+    texts = column_values(ds, column)
     if any(not isinstance(t, str) for t in texts):
         bad = next(t for t in texts if not isinstance(t, str))
         raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
-    pairs = list(ds[recipe.data.text_pair_column]) if recipe.data.text_pair_column else None
+    pairs = column_values(ds, recipe.data.text_pair_column) if recipe.data.text_pair_column else None
     enc = tokenizer(texts, pairs, truncation=True, max_length=recipe.max_length)
     keys = [k for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc]
     rows = []
-    labels = None if TASKS[recipe.task].labels == "tokens" else list(ds["label"])
+    labels = None if TASKS[recipe.task].labels == "tokens" else column_values(ds, "label")
     for i in range(len(texts)):
         row = cast(Row, {k: enc[k][i] for k in keys})
         row["labels"] = list(enc["input_ids"][i]) if labels is None else labels[i]

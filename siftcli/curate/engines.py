@@ -1,0 +1,120 @@
+"""Chunk jobs in, their results in job order out: in this process, in a pool of processes on this machine, or on a Dask
+cluster (``siftcli[dask]``; a local one of ``workers`` processes unless a scheduler address is given).
+
+Every job is a pure function of its chunk and a shared, read-only context (the dataset, the tokenizer, a fitted
+reference), and results come back in job order, so what is kept does not depend on where the jobs ran or how many
+ran at once. Each engine sends the context once per worker, not once per job. The pool of processes uses ``spawn``:
+a forked child would inherit the parent's thread pools (torch's, the tokenizer's) in whatever state they were.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from siftcli.errors import SiftcliError
+
+ENGINES = ("processes", "dask")
+
+_CONTEXT: dict[str, Any] = {}  # a worker's copy of the context (set once per worker process)
+
+
+def _set_context(context: Any) -> None:
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # one process per core: the tokenizer's own threads would oversubscribe
+    _CONTEXT["value"] = context
+
+
+def _call(fn: Callable[[Any, Any], Any], job: Any) -> Any:
+    return fn(_CONTEXT["value"], job)
+
+
+def _call_with(fn: Callable[[Any, Any], Any], context: Any, job: Any) -> Any:
+    return fn(context, job)
+
+
+@dataclass
+class Engine:
+    """Where chunk jobs run: ``processes`` (``workers`` of them; 1 runs in this process) or ``dask``."""
+
+    kind: str = "processes"
+    workers: int = 1
+    scheduler: str | None = None  # a Dask scheduler address; None starts a local cluster of ``workers`` processes
+
+    def __post_init__(self) -> None:
+        if self.kind not in ENGINES:
+            raise SiftcliError(f"--engine {self.kind!r}: expected one of {', '.join(ENGINES)}")
+        if self.workers < 1:
+            raise SiftcliError(f"--workers {self.workers}: expected at least 1")
+        if self.scheduler is not None and self.kind != "dask":
+            raise SiftcliError("--scheduler is a Dask scheduler address: give it with --engine dask")
+        if self.kind == "dask":
+            try:
+                import distributed  # noqa: F401
+            except ImportError:
+                raise SiftcliError('--engine dask needs Dask\'s distributed scheduler: pip install "siftcli[dask]"') from None
+        self._session: Any = None
+        self._pool: ProcessPoolExecutor | None = None
+        self._context: Any = None
+        self._shared: Any = None
+
+    def __enter__(self) -> Engine:
+        if self.kind == "dask":
+            from distributed import Client, LocalCluster
+
+            if self.scheduler:
+                self._session = (Client(self.scheduler), None)
+            else:
+                cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
+                                       dashboard_address=None, silence_logs=40)
+                self._session = (Client(cluster), cluster)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+        if self._session is not None:
+            client, cluster = self._session
+            client.close()
+            if cluster is not None:
+                cluster.close()
+            self._session = None
+
+    def share(self, context: Any) -> None:
+        """The read-only context every later job gets, sent once to each worker (a pool of processes starts here)."""
+        self._context = context
+        if self.kind == "dask":
+            self._shared = self._session[0].scatter(context, broadcast=True)
+        elif self.workers > 1:
+            import multiprocessing
+
+            if self._pool is not None:
+                self._pool.shutdown()
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_set_context, initargs=(context,))
+
+    def map(self, fn: Callable[[Any, Any], Any], jobs: Sequence[Any]) -> Iterator[Any]:
+        """``fn(context, job)`` for every job; results yielded in job order as they become available."""
+        if self.kind == "dask":
+            client = self._session[0]
+            futures = [client.submit(_call_with, fn, self._shared, job, pure=False) for job in jobs]
+            try:
+                for future in futures:
+                    yield future.result()
+            finally:
+                client.cancel(futures)
+            return
+        if self._pool is None:
+            for job in jobs:
+                yield fn(self._context, job)
+            return
+        futures = [self._pool.submit(_call, fn, job) for job in jobs]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            for future in futures:
+                future.cancel()

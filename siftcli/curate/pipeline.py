@@ -1,0 +1,294 @@
+"""A recipe's training data in, the kept rows written out (``siftcli filter``): two passes over the pool in chunks, the
+per-row state small, every core (or a Dask cluster) working on the chunks.
+
+1. **Scan** each chunk of rows (jobs on the engine): tokenize it as training would (the fast tokenizer, batched),
+   save its token ids to a chunk file, and return its MinHash signatures (256 bytes a row) and its summed n-gram counts.
+2. **Near-copies** (this process): candidate pairs from the signatures' bands, then each confirmed by the exact Jaccard
+   similarity of the two rows' bigrams, read back from the chunk files for the candidate rows only.
+3. **Score** each chunk (jobs on the engine) with the reference fitted on the holdout and the pool's summed counts.
+4. **Cut and write**: the exact lowest fraction over the whole pool (every row's score, 4 bytes, comes back to this
+   process, which sorts them once: the cut is global, never per chunk or per worker); the kept rows are written with
+   the data's own columns by the ``datasets`` writer, which streams them in batches.
+
+Memory grows with the signatures (and goes once the near-copies are found) and the scores, not with the text: the text
+stays in the memory-mapped Arrow file ``datasets`` keeps, and the tokens on disk. Every job is a pure function of its
+chunk, so one process, many, and a cluster keep exactly the same rows. The rows a cheap reference can rank this way
+are those of ``sift.reference.kind`` ``ngram`` and ``naive-bayes``; a reference that trains a model takes the
+in-memory path of :mod:`siftcli.commands`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from siftcli.curate import dedup as dd
+from siftcli.curate.engines import Engine
+from siftcli.curate.ngram import BUCKETS, LabelFit, Relevance, pool_counts
+from siftcli.curate.tokens import Tokens, from_texts, markers, strip_markers
+from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import Recipe
+
+#: Rows per chunk: large enough that the per-job overhead is small, small enough that a job's text, tokens and
+#: hashing buffers stay in tens of megabytes.
+CHUNK_ROWS = 20_000
+#: The references this path ranks by (no model to train).
+STREAMED_REFERENCES = ("ngram", "naive-bayes")
+
+
+@dataclass
+class Context:
+    """What every job reads, sent once to each worker: the training rows (memory-mapped Arrow: a worker opens the same
+    file), how to tokenize them, where chunk files go, which rows are the holdout's."""
+
+    train: Any  # datasets.Dataset
+    column: str
+    pair_column: str | None
+    tokenizer: Any
+    max_length: int
+    folder: str
+    held: np.ndarray  # bool per training row: the holdout's rows, never part of the pool
+    head: int | None = None
+    tail: int | None = None
+    want_signatures: bool = True
+    want_counts: bool = True
+
+
+@dataclass
+class Scan:
+    """One chunk's pass-1 result."""
+
+    rows: np.ndarray  # the training rows of the pool in this chunk (source row numbers)
+    labels: np.ndarray
+    signatures: np.ndarray | None
+    counts: np.ndarray | None
+    tokens: int
+
+
+@dataclass
+class CurateResult:
+    """What ``siftcli filter`` kept and what choosing it cost (``phases``: seconds per step, on one clock)."""
+
+    output: str
+    kept: int
+    of: int
+    keep: float
+    dedup_similarity: float | None = None
+    dedup_kept: int | None = None
+    reference_kind: str | None = None
+    reference_cached: bool | None = None  # a trained reference read from the cache (the in-memory path)
+    groups: dict[str, float] | None = None
+    engine: str = "processes"
+    workers: int = 1
+    phases: dict[str, float] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _chunk_path(folder: str, k: int) -> Path:
+    return Path(folder) / f"chunk-{k:06d}.npz"
+
+
+def scan_chunk(ctx: Context, job: tuple[int, int, int]) -> Scan:
+    """Pass 1 on rows ``[lo, hi)`` of the training data: tokens saved, signatures and n-gram counts returned."""
+    k, lo, hi = job
+    batch = ctx.train.with_format("arrow")[lo:hi]
+    pool = np.flatnonzero(~ctx.held[lo:hi])
+    texts = batch[ctx.column].to_pylist()
+    pairs = batch[ctx.pair_column].to_pylist() if ctx.pair_column else None
+    if len(pool) < len(texts):
+        texts = [texts[i] for i in pool]
+        pairs = None if pairs is None else [pairs[i] for i in pool]
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise SiftcliError(f"data: column {ctx.column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+    tokens = from_texts(ctx.tokenizer, texts, ctx.max_length, pairs)
+    tokens.save(_chunk_path(ctx.folder, k))
+    labels = np.asarray(batch["label"].to_pylist(), dtype=np.int64)[pool] if "label" in batch.column_names else \
+        np.zeros(len(pool), dtype=np.int64)
+    return Scan(rows=pool + lo, labels=labels, signatures=dd.signatures(tokens) if ctx.want_signatures else None,
+                counts=pool_counts(strip_markers(tokens, ctx.head, ctx.tail)) if ctx.want_counts else None,
+                tokens=int(tokens.ids.size))
+
+
+def score_chunk(ctx: Context, job: tuple[int, np.ndarray, Any]) -> np.ndarray:
+    """Pass 3: the fitted reference's score of every pool row in chunk ``k`` (``labels``: the rows' labels, for naive
+    Bayes; the reference, a few megabytes, travels with each job)."""
+    k, labels, reference = job
+    tokens = strip_markers(Tokens.load(_chunk_path(ctx.folder, k)), ctx.head, ctx.tail)
+    if isinstance(reference, LabelFit):
+        return reference.losses(tokens, labels)
+    return reference.scores(tokens)
+
+
+def chunk_bigrams(ctx: Context, job: tuple[int, int, np.ndarray]) -> dict[int, np.ndarray]:
+    """The sorted bigram hashes of the candidate rows (pool positions) that chunk ``k`` holds."""
+    k, first, rows = job
+    return dd.bigram_sets(Tokens.load(_chunk_path(ctx.folder, k)), rows, first)
+
+
+def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, tokenizer: Any, *, keep: float | None,
+           similarity: float | None, engine: Engine, on_phase: Any = None) -> tuple[np.ndarray, dict[str, float], int | None]:
+    """The training rows (source row numbers, ascending) to keep, the seconds of each step, and how many rows the
+    near-copy search kept (None without one). ``holdout``: the
+    holdout's rows (a ``datasets.Dataset``) when the recipe's reference ranks by one; ``held``: which training rows
+    are the holdout's (``holdout_fraction``)."""
+    phases: dict[str, float] = {}
+    train = splits.train
+    kind = recipe.sift.reference.kind if keep is not None else None
+    if kind is not None and kind not in STREAMED_REFERENCES:
+        raise SiftcliError(f"sift.reference.kind {kind}: the streamed filter ranks by ngram or naive-bayes")
+    head, tail = markers(tokenizer)
+    folder = tempfile.mkdtemp(prefix="siftcli-curate-")
+    try:
+        ctx = Context(train, splits.input_column, recipe.data.text_pair_column, tokenizer, recipe.max_length, folder, held,
+                      head, tail, want_signatures=similarity is not None, want_counts=kind == "ngram")
+        jobs = [(k, lo, min(lo + CHUNK_ROWS, len(train))) for k, lo in enumerate(range(0, len(train), CHUNK_ROWS))]
+        t0 = time.perf_counter()
+        engine.share(ctx)
+        n = int((~held).sum())
+        sigs = np.empty((n, 64), dtype=np.uint32) if similarity is not None else None
+        total = np.zeros(BUCKETS) if kind == "ngram" else None
+        scans: list[Scan] = []
+        at = 0
+        for scan in engine.map(scan_chunk, jobs):  # results in chunk order; each folded in and let go
+            if sigs is not None:
+                sigs[at:at + len(scan.rows)] = scan.signatures
+            if total is not None:
+                total += scan.counts
+            at += len(scan.rows)
+            scan.signatures = scan.counts = None
+            scans.append(scan)
+        phases["tokenize+sign"] = time.perf_counter() - t0
+        if on_phase:
+            on_phase("scanned", phases)
+        firsts = np.cumsum([0] + [len(s.rows) for s in scans])
+        rows = np.concatenate([s.rows for s in scans]) if scans else np.zeros(0, dtype=np.int64)
+        chosen = np.arange(n)
+        dedup_kept = None
+        if sigs is not None:
+            t0 = time.perf_counter()
+            pairs, groups = dd.candidates(sigs)
+            sigs = None
+            wanted = np.unique(np.concatenate([pairs.ravel(), *groups])) if len(pairs) or groups else np.zeros(0, np.int64)
+
+            def bigrams(_: np.ndarray) -> dict[int, np.ndarray]:
+                found: dict[int, np.ndarray] = {}
+                per_chunk = [(k, int(firsts[k]), wanted[(wanted >= firsts[k]) & (wanted < firsts[k + 1])])
+                             for k in range(len(scans))]
+                for part in engine.map(chunk_bigrams, [j for j in per_chunk if len(j[2])]):
+                    found.update(part)
+                return found
+
+            parent = dd.clusters(pairs, groups, n, bigrams, similarity)
+            chosen = np.flatnonzero(parent == np.arange(n))
+            phases["near-copies"] = time.perf_counter() - t0
+            dedup_kept = len(chosen)
+        if kind is not None:
+            t0 = time.perf_counter()
+            reference = _fit(kind, recipe, holdout, splits.input_column, tokenizer, head, tail, scans, total)
+            jobs3 = [(k, scan.labels, reference) for k, scan in enumerate(scans)]
+            scores = np.concatenate(list(engine.map(score_chunk, jobs3))) if scans else np.zeros(0, dtype=np.float32)
+            chosen = chosen[lowest(scores[chosen], keep)]
+            phases["reference"] = time.perf_counter() - t0
+        return rows[chosen], phases, dedup_kept
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, head: int | None, tail: int | None,
+         scans: list[Scan], total: np.ndarray | None) -> Any:
+    """The reference fitted on the holdout (and, for relevance, the pool's summed n-gram counts)."""
+    if holdout is None or len(holdout) == 0:
+        raise SiftcliError(f"sift.reference.kind {kind}: the holdout is empty (holdout_source or holdout_fraction)")
+    from siftcli.workload.data import column_values
+
+    pair = column_values(holdout, recipe.data.text_pair_column) if recipe.data.text_pair_column else None
+    target = strip_markers(from_texts(tokenizer, column_values(holdout, column), recipe.max_length, pair), head, tail)
+    try:
+        if kind == "ngram":
+            ref = Relevance(target, BUCKETS)
+            ref.add_counts(total)
+            return ref
+        held_labels = np.asarray(column_values(holdout, "label"), dtype=np.int64)
+        pool_labels = np.unique(np.concatenate([s.labels for s in scans])) if scans else np.zeros(0, np.int64)
+        return LabelFit(target, held_labels, sorted(set(held_labels.tolist()) | set(pool_labels.tolist())), BUCKETS)
+    except ValueError as exc:
+        raise SiftcliError(f"sift.reference.kind {kind}: {exc}") from None
+
+
+def lowest(scores: np.ndarray, keep: float) -> np.ndarray:
+    """Positions of the ``keep`` fraction (at least one) with the lowest score, ties by position, non-finite last, in
+    position order: the same choice as :func:`siftcli.arms.table.lowest` makes in memory."""
+    if len(scores) == 0:
+        return np.zeros(0, dtype=np.int64)
+    k = max(1, int(round(keep * len(scores))))
+    ranked = np.where(np.isfinite(scores), scores.astype(np.float32), np.float32(np.inf))
+    return np.sort(np.argsort(ranked, kind="stable")[:k])
+
+
+def streamable(recipe: Recipe, keep: float | None) -> str | None:
+    """Why the recipe's filter cannot take the streamed path (then it takes the in-memory one), or None when it can."""
+    from siftcli.tasks import TASKS
+
+    if TASKS[recipe.task].inputs != "text" or TASKS[recipe.task].labels == "tokens":
+        return f"task {recipe.task} is not text classification or regression"
+    if keep is not None and recipe.sift.reference.kind not in STREAMED_REFERENCES:
+        return f"sift.reference.kind {recipe.sift.reference.kind} trains or loads a model"
+    if recipe.data.label_noise:
+        return "data.label_noise flips labels in memory"
+    if recipe.data.augment is not None:
+        return "data.augment"
+    return None
+
+
+def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, output: Path, engine: Engine,
+                write: Any) -> CurateResult:
+    """``siftcli filter`` on the streamed path: the recipe's training rows (as ``siftcli train`` splits them: the same
+    evaluation and holdout rows set aside) filtered in chunks on ``engine``; the kept rows written by ``write(rows,
+    path)`` with the data's own columns."""
+    from siftcli.workload.build import splits_from_recipe
+    from siftcli.workload.data import column_values
+    from siftcli.workload.models import load_tokenizer
+    from siftcli.workload.rows import holdout_split, split_off
+
+    started = time.perf_counter()
+    t0 = time.perf_counter()
+    splits = splits_from_recipe(recipe)
+    m = recipe.model
+    tok_source = m.tokenizer or m.source
+    if tok_source.startswith("config:"):
+        raise SiftcliError("model.tokenizer: a model built from config: needs a tokenizer source (e.g. builtin:minilm)")
+    tokenizer = load_tokenizer(tok_source)
+    ref = recipe.sift.reference
+    held = np.zeros(len(splits.train), dtype=bool)
+    holdout = None
+    if ref.holdout_fraction:
+        _, held_rows = split_off(len(splits.train), ref.holdout_fraction, recipe.seed)
+        held[held_rows] = True
+        holdout = splits.train.select(held_rows)
+    elif ref.holdout_source and keep is not None:
+        holdout = holdout_split(recipe, splits.label_names)
+    phases = {"read": time.perf_counter() - t0}
+    with engine:
+        kept, steps, dedup_kept = curate(recipe, splits, holdout, held, tokenizer, keep=keep, similarity=similarity, engine=engine)
+    phases.update(steps)
+    t0 = time.perf_counter()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write(splits.train.select(kept.tolist()), output)
+    phases["write"] = time.perf_counter() - t0
+    n = int((~held).sum())
+    result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n),
+                          dedup_similarity=similarity, dedup_kept=dedup_kept,
+                          reference_kind=ref.kind if keep is not None else None, engine=engine.kind,
+                          workers=engine.workers, phases=phases)
+    if recipe.data.group_column:
+        names = column_values(splits.train.select(kept.tolist()), recipe.data.group_column)
+        result.groups = {str(g): names.count(g) / max(1, len(names)) for g in sorted(set(names), key=str)}
+    result.seconds = time.perf_counter() - started
+    return result

@@ -1,0 +1,110 @@
+"""The streamed filter keeps exactly the rows the in-memory one keeps, whatever runs its chunks: one process, a pool of
+processes, or a Dask cluster of two workers."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import siftcli.curate.pipeline as pipeline
+from siftcli.commands import _filter_in_memory, run_filter
+from siftcli.curate import dedup
+from siftcli.curate.engines import Engine
+from siftcli.curate.tokens import from_sequences, from_texts, markers, strip_markers
+from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import validate_recipe
+from siftcli.workload.models import load_tokenizer
+from tests.conftest import tiny_recipe_dict
+
+WORDS = ("film movie plot actor scene story great awful dull bright slow quick funny sad long short music score light "
+         "dark warm cold tale hero villain ending start middle twist").split()
+
+
+def _pool(tmp_path: Path, rows: int = 300, copies: int = 60, seed: int = 0) -> Path:
+    """Distinct sentences, some repeated with one word dropped or doubled (near-copies), a holdout of another mix."""
+    rng = random.Random(seed)
+    texts = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 14))) for _ in range(rows)]
+    for _ in range(copies):
+        words = rng.choice(texts[:rows]).split()
+        i = rng.randrange(len(words))
+        words.insert(i, words[i]) if rng.random() < 0.5 else words.pop(i)
+        texts.insert(rng.randrange(len(texts)), " ".join(words))
+    pool = tmp_path / "pool.csv"
+    pool.write_text("text,label\n" + "".join(f"{t},{rng.randint(0, 1)}\n" for t in texts))
+    target = tmp_path / "target.csv"
+    target.write_text("text,label\n" + "".join(f"{' '.join(rng.choice(WORDS[:10]) for _ in range(6))},{i % 2}\n"
+                                               for i in range(40)))
+    return tmp_path
+
+
+def _recipe(folder: Path, **changes: object):
+    raw = tiny_recipe_dict(folder / "pool.csv", **{"data.eval_source": str(folder / "target.csv"), **changes})
+    (folder / "r.yaml").write_text(yaml.safe_dump(raw))
+    return validate_recipe(raw)
+
+
+REFERENCES = [
+    {"sift.reference.kind": "ngram", "sift.reference.holdout_source": "{target}"},
+    {"sift.reference.kind": "naive-bayes", "sift.reference.holdout_fraction": 0.2},
+]
+
+
+@pytest.mark.parametrize("reference", REFERENCES, ids=["ngram-holdout-source", "naive-bayes-holdout-fraction"])
+def test_the_streamed_filter_keeps_the_rows_the_in_memory_one_keeps(tmp_path: Path, reference: dict,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _pool(tmp_path)
+    changes = {k: (v.format(target=folder / "target.csv") if isinstance(v, str) else v) for k, v in reference.items()}
+    recipe = _recipe(folder, **changes)
+    monkeypatch.setattr(pipeline, "CHUNK_ROWS", 64)  # several chunks, so chunk boundaries are crossed
+    memory = _filter_in_memory(recipe, 0.5, 0.7, tmp_path / "memory.csv")
+    streamed = run_filter(recipe, 0.5, str(tmp_path / "streamed.csv"), 0.7, engine=Engine(workers=1))
+    assert streamed.engine == "processes" and memory.engine == "in-memory"
+    assert (tmp_path / "streamed.csv").read_bytes() == (tmp_path / "memory.csv").read_bytes()
+    assert (streamed.kept, streamed.of, streamed.dedup_kept) == (memory.kept, memory.of, memory.dedup_kept)
+    assert streamed.dedup_kept < streamed.of  # the planted near-copies were found
+
+
+@pytest.mark.parametrize("engine", [Engine(workers=2), pytest.param(Engine("dask", workers=2), marks=pytest.mark.slow)],
+                         ids=["processes-x2", "dask-local-cluster-x2"])
+def test_a_pool_of_processes_and_a_dask_cluster_keep_exactly_the_rows_one_process_keeps(
+        tmp_path: Path, engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _pool(tmp_path, rows=400)
+    recipe = _recipe(folder, **{"sift.reference.kind": "ngram", "sift.reference.holdout_source": str(folder / "target.csv")})
+    monkeypatch.setattr(pipeline, "CHUNK_ROWS", 50)
+    one = run_filter(recipe, 0.3, str(tmp_path / "one.csv"), 0.7, engine=Engine(workers=1))
+    many = run_filter(recipe, 0.3, str(tmp_path / "many.csv"), 0.7, engine=engine)
+    assert (many.engine, many.workers) == (engine.kind, 2)
+    assert (tmp_path / "many.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
+    assert many.kept == one.kept == round(0.3 * one.dedup_kept)  # the cut is over the whole pool, not per worker
+
+
+def test_signatures_are_a_function_of_each_row_so_chunks_and_blocks_do_not_matter() -> None:
+    rng = random.Random(1)
+    rows = [[rng.randrange(1000, 5000) for _ in range(rng.randrange(0, 40))] for _ in range(500)]
+    whole = dedup.signatures(from_sequences(rows))
+    parts = np.concatenate([dedup.signatures(from_sequences(rows[i:i + 37])) for i in range(0, 500, 37)])
+    assert np.array_equal(whole, parts)
+    assert (whole[[i for i, r in enumerate(rows) if not r]] == 0xFFFFFFFF).all()  # an empty row: no bigram at all
+
+
+def test_texts_tokenize_as_training_does_and_the_markers_come_off() -> None:
+    tok = load_tokenizer("builtin:minilm")
+    texts = ["a fine film", "", "an awful, awful movie " * 10]
+    tokens = from_texts(tok, texts, 16)
+    assert [tokens.row(i).tolist() for i in range(3)] == tok(texts, truncation=True, max_length=16)["input_ids"]
+    head, tail = markers(tok)
+    bare = strip_markers(tokens, head, tail)
+    assert [bare.row(i).tolist() for i in range(3)] == [t[1:-1] for t in tok(texts, truncation=True, max_length=16)["input_ids"]]
+
+
+def test_engine_options_are_checked_in_one_line() -> None:
+    with pytest.raises(SiftcliError, match="--engine 'spark': expected one of processes, dask"):
+        Engine("spark")
+    with pytest.raises(SiftcliError, match="--workers 0: expected at least 1"):
+        Engine(workers=0)
+    with pytest.raises(SiftcliError, match="--scheduler is a Dask scheduler address: give it with --engine dask"):
+        Engine(scheduler="tcp://localhost:8786")
