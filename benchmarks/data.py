@@ -222,11 +222,12 @@ def digits(size: int = 16, evaluation: int = 797) -> Path:
 
 
 def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evaluation: int = 1000) -> Path:
-    """A pool for filtering at scale (``python -m benchmarks curation``): ``rows`` texts, each two sentences drawn from
-    SST-2 and MR (about 55,000 distinct ones, so two rows share both by chance about never), of which ``copy_share``
-    are planted near-copies (one small edit) of an earlier row. Column ``copy_of`` is the planted row's original (-1
+    """A pool for filtering at scale (``python -m benchmarks curation``): ``rows`` texts, each three sentences of 8 to
+    20 words drawn from SST-2 and MR (about 30,000 distinct ones: two rows that share one sentence are at a Jaccard
+    similarity of about 0.2, far from a near-copy, and share all three about never), of which ``copy_share`` are
+    planted near-copies (one small edit) of an earlier row. Column ``copy_of`` is the planted row's original (-1
     otherwise): the dedup's ground truth. ``target.csv`` holds ``target`` MR sentences (the n-gram reference's
-    holdout), ``eval.csv`` ``evaluation`` others. Written with the csv module in one pass; about 150 bytes a row."""
+    holdout), ``eval.csv`` ``evaluation`` others. Written with the csv module in one pass; about 200 bytes a row."""
     folder = DATA / f"curation-{rows}"
     if (folder / "pool.csv").exists():
         return folder
@@ -235,7 +236,7 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
     held, other = mr[:target + evaluation], mr[target + evaluation:]
     with (SHARED / "sst2" / "train.tsv").open(encoding="utf-8") as f:
         sst = [r[0].strip() for r in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][1:]
-    sentences = sorted({s for s in sst if len(s.split()) >= 6} | {r["text"] for r in other})
+    sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 20)
     labels = ("negative", "positive")
     folder.mkdir(parents=True, exist_ok=True)
     _write(folder / "target.csv", held[:target])
@@ -251,7 +252,7 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
                     j = rng.randrange(len(originals))
                     out.writerow([_near_copy(originals[j][1], rng), labels[rng.randrange(2)], originals[j][0]])
                     continue
-                text = " ".join(rng.choice(sentences) for _ in range(2))
+                text = " ".join(rng.choice(sentences) for _ in range(3))
                 originals.append((i, text))
                 out.writerow([text, labels[rng.randrange(2)], -1])
 

@@ -89,6 +89,8 @@ def test_signatures_are_a_function_of_each_row_so_chunks_and_blocks_do_not_matte
     parts = np.concatenate([dedup.signatures(from_sequences(rows[i:i + 37])) for i in range(0, 500, 37)])
     assert np.array_equal(whole, parts)
     assert (whole[[i for i, r in enumerate(rows) if not r]] == 0xFFFFFFFF).all()  # an empty row: no bigram at all
+    long_last = [[1, 2], [3, 4], list(range(5, 20_000))]  # hashing blocks begin past the last row's first bigram
+    assert np.array_equal(dedup.signatures(from_sequences(long_last))[2], dedup.signatures(from_sequences(long_last[2:]))[0])
 
 
 def test_texts_tokenize_as_training_does_and_the_markers_come_off() -> None:

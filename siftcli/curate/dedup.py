@@ -34,6 +34,10 @@ _BLOCK = 4096  # bigrams hashed at a time (see signatures)
 _ROWS = _HASHES // _BANDS
 #: The Jaccard similarity of token bigrams that makes a near-copy, unless told otherwise (arm, ``siftcli filter``).
 DEFAULT_SIMILARITY = 0.7  # 16 bands of 4 rows: pairs at Jaccard 0.7 share a band with probability > 0.99
+#: How far below the threshold a candidate pair's signature agreement may be and still be checked exactly.
+MARGIN = 0.25
+#: Buckets up to this many rows give every pair of their rows to check (see :func:`candidates`).
+SMALL_BUCKET = 32
 _EMPTY = np.uint32(0xFFFFFFFF)  # the signature of a row with no tokens: equal to every other empty row's
 
 
@@ -73,7 +77,8 @@ def signatures(tokens: Tokens) -> np.ndarray:
     if hashes.size == 0:
         return out
     starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])  # where each row's bigrams begin
-    cuts = np.unique(np.r_[starts[np.searchsorted(starts, np.arange(0, hashes.size, _BLOCK))], hashes.size])
+    at = np.minimum(np.searchsorted(starts, np.arange(0, hashes.size, _BLOCK)), len(starts) - 1)  # a block starts a row
+    cuts = np.unique(np.r_[starts[at], hashes.size])
     buf = np.empty((int(np.diff(cuts).max()), _HASHES), dtype=np.uint64)
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
         v = buf[:hi - lo]
@@ -97,60 +102,57 @@ def band_key(sigs: np.ndarray, band: int) -> np.ndarray:
     return key
 
 
-def candidates(sigs: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Rows that share a band of their signatures: the pairs (``int64[m, 2]``, lower row first, each once however many
-    bands they share) and the buckets of three or more rows (row numbers ascending)."""
-    pairs: list[np.ndarray] = []
-    groups: dict[bytes, np.ndarray] = {}
+def candidates(sigs: np.ndarray, threshold: float = DEFAULT_SIMILARITY) -> np.ndarray:
+    """Pairs of rows that share a band of their signatures (``int64[m, 2]``, lower row first, each once however many
+    bands they share), fewest first checks: in a bucket of up to ``SMALL_BUCKET`` rows every pair; in a larger one
+    each row with the bucket's first and with the row before it (a bucket of a thousand copies costs two thousand
+    pairs, not half a million).
+
+    A pair whose signatures agree on fewer than ``threshold - MARGIN`` of their 64 values is dropped before any exact
+    check: the share of agreeing values estimates the Jaccard similarity with a standard error of at most 0.0625, so
+    a pair at the threshold falls that far below it with probability about 1e-5. Pools whose rows share long parts
+    (a sentence in common) put millions of such pairs into some band; measured on a million rows, confirming each
+    exactly took 372 s of a 475 s filter."""
+    found: list[np.ndarray] = []
     for band in range(_BANDS):
         col = band_key(sigs, band)
         order = np.argsort(col, kind="stable")  # ties in row order: a bucket's rows ascend
         sorted_keys = col[order]
         edges = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1], True])
         sizes = np.diff(edges)
-        two = edges[:-1][sizes == 2]
-        pairs.append(np.stack([order[two], order[two + 1]], axis=1))
-        for start, size in zip(edges[:-1][sizes > 2].tolist(), sizes[sizes > 2].tolist()):
-            members = order[start:start + size]
-            groups.setdefault(members.tobytes(), members)
-    both = np.concatenate(pairs) if pairs else np.zeros((0, 2), dtype=np.int64)
-    return np.unique(both, axis=0), list(groups.values())
+        first = np.repeat(edges[:-1], sizes)  # each position's bucket start
+        pos = np.arange(len(order))
+        later = pos > first
+        found.append(np.stack([order[first[later]], order[pos[later]]], axis=1))  # each row with its bucket's first
+        chain = later & (pos - 1 > first)
+        found.append(np.stack([order[pos[chain] - 1], order[pos[chain]]], axis=1))  # and with the row before it
+        for size in np.unique(sizes[(sizes > 2) & (sizes <= SMALL_BUCKET)]).tolist():  # every bucket of a size at once
+            members = order[edges[:-1][sizes == size][:, None] + np.arange(size)]
+            i, j = np.triu_indices(size, 1)
+            found.append(np.stack([members[:, i].ravel(), members[:, j].ravel()], axis=1))
+    pairs = np.unique(np.sort(np.concatenate(found), axis=1), axis=0) if found else np.zeros((0, 2), dtype=np.int64)
+    agree = np.concatenate([(sigs[pairs[i:i + 65536, 0]] == sigs[pairs[i:i + 65536, 1]]).mean(axis=1)
+                            for i in range(0, len(pairs), 65536)]) if len(pairs) else np.zeros(0)
+    return pairs[agree >= threshold - MARGIN]
 
 
-def clusters(pairs: np.ndarray, groups: list[np.ndarray], n: int,
-             bigrams: Callable[[np.ndarray], dict[int, np.ndarray]], threshold: float) -> np.ndarray:
-    """Each row's cluster representative (its lowest row), given the candidate ``pairs`` and ``groups`` and
-    ``bigrams(rows)``, the sorted bigram hashes of the candidate rows. Pairs first, in row order; then in each larger
-    bucket every row is checked against one row of each cluster met so far in it (a bucket of copies costs one check
-    a row). Two rows merge when their exact Jaccard similarity reaches ``threshold``."""
-    parent = np.arange(n, dtype=np.int64)
+def clusters(pairs: np.ndarray, n: int, bigrams: Callable[[np.ndarray], dict[int, np.ndarray]],
+             threshold: float) -> np.ndarray:
+    """Each row's cluster representative (the lowest row of its cluster): the connected components (scipy's
+    ``connected_components``) of the candidate ``pairs`` whose exact Jaccard similarity of bigrams, from
+    ``bigrams(rows)`` (the sorted bigram hashes of the rows asked for), reaches ``threshold``."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
 
-    def root(i: int) -> int:
-        r = i
-        while parent[r] != r:
-            r = int(parent[r])
-        while parent[i] != r:
-            parent[i], i = r, int(parent[i])
-        return r
-
-    rows = np.unique(np.concatenate([pairs.ravel(), *groups])) if len(pairs) or groups else np.zeros(0, dtype=np.int64)
+    rows = np.unique(pairs) if len(pairs) else np.zeros(0, dtype=np.int64)
     sets = bigrams(rows)
-
-    def merge(i: int, h: int) -> bool:
-        ri, rh = root(i), root(h)
-        if ri == rh or jaccard(sets[i], sets[h]) >= threshold:
-            parent[max(ri, rh)] = min(ri, rh)
-            return True
-        return False
-
-    for i, j in pairs.tolist():
-        merge(j, i)
-    for members in sorted(groups, key=lambda m: int(m[0])):
-        heads: list[int] = []
-        for i in members.tolist():
-            if not any(merge(i, h) for h in heads):
-                heads.append(i)
-    return np.array([root(i) for i in range(n)], dtype=np.int64)
+    ok = np.fromiter((jaccard(sets[i], sets[j]) >= threshold for i, j in pairs.tolist()), dtype=bool, count=len(pairs))
+    edges = pairs[ok]
+    graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
+    _, label = connected_components(graph, directed=False)
+    lowest_of = np.full(label.max() + 1 if n else 0, n, dtype=np.int64)
+    np.minimum.at(lowest_of, label, np.arange(n))
+    return lowest_of[label]
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
@@ -182,8 +184,8 @@ def check_threshold(threshold: float) -> None:
 def keep_of(tokens: Tokens, threshold: float = DEFAULT_SIMILARITY) -> list[int]:
     """Rows to keep of ``tokens`` (all in memory): each cluster of near-copies reduced to its first row."""
     check_threshold(threshold)
-    pairs, groups = candidates(signatures(tokens))
-    parent = clusters(pairs, groups, len(tokens), lambda rows: bigram_sets(tokens, rows), threshold)
+    pairs = candidates(signatures(tokens), threshold)
+    parent = clusters(pairs, len(tokens), lambda rows: bigram_sets(tokens, rows), threshold)
     return np.flatnonzero(parent == np.arange(len(tokens))).tolist()
 
 

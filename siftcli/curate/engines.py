@@ -84,17 +84,23 @@ class Engine:
             self._session = None
 
     def share(self, context: Any) -> None:
-        """The read-only context every later job gets, sent once to each worker (a pool of processes starts here)."""
+        """The read-only context every later job gets, sent once to each worker."""
         self._context = context
         if self.kind == "dask":
             self._shared = self._session[0].scatter(context, broadcast=True)
-        elif self.workers > 1:
+        elif self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _processes(self) -> ProcessPoolExecutor:
+        """The pool, started at the first map with more than one job (a pool costs seconds of start-up: a pool with one
+        job of work would only add them)."""
+        if self._pool is None:
             import multiprocessing
 
-            if self._pool is not None:
-                self._pool.shutdown()
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_set_context, initargs=(context,))
+                                             initializer=_set_context, initargs=(self._context,))
+        return self._pool
 
     def map(self, fn: Callable[[Any, Any], Any], jobs: Sequence[Any]) -> Iterator[Any]:
         """``fn(context, job)`` for every job; results yielded in job order as they become available."""
@@ -107,11 +113,12 @@ class Engine:
             finally:
                 client.cancel(futures)
             return
-        if self._pool is None:
+        if self.workers == 1 or (self._pool is None and len(jobs) <= 1):
             for job in jobs:
                 yield fn(self._context, job)
             return
-        futures = [self._pool.submit(_call, fn, job) for job in jobs]
+        pool = self._processes()
+        futures = [pool.submit(_call, fn, job) for job in jobs]
         try:
             for future in futures:
                 yield future.result()

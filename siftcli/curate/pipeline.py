@@ -173,9 +173,9 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
         dedup_kept = None
         if sigs is not None:
             t0 = time.perf_counter()
-            pairs, groups = dd.candidates(sigs)
+            pairs = dd.candidates(sigs, similarity)
             sigs = None
-            wanted = np.unique(np.concatenate([pairs.ravel(), *groups])) if len(pairs) or groups else np.zeros(0, np.int64)
+            wanted = np.unique(pairs)
 
             def bigrams(_: np.ndarray) -> dict[int, np.ndarray]:
                 found: dict[int, np.ndarray] = {}
@@ -185,7 +185,7 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
                     found.update(part)
                 return found
 
-            parent = dd.clusters(pairs, groups, n, bigrams, similarity)
+            parent = dd.clusters(pairs, n, bigrams, similarity)
             chosen = np.flatnonzero(parent == np.arange(n))
             phases["near-copies"] = time.perf_counter() - t0
             dedup_kept = len(chosen)

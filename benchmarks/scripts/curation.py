@@ -1,0 +1,285 @@
+"""Filtering at scale, side by side: ``siftcli filter`` (one process, every core, a Dask cluster of 2 local workers)
+against datatrove's MinHash deduplication and siftcli before its streamed path, on the same pools.
+
+For each size (100k, 300k, 1M rows; ``benchmarks.data.curation_pool``: three SST-2/MR sentences a row, 10% planted
+near-copies with their original's id in ``copy_of``) every tool runs as its own process, one after another, with a
+fresh ``datasets`` cache (its Arrow conversion is on the clock, as a user's first run pays it); its wall-clock and the
+peak resident memory of its whole process tree (psutil, sampled every 0.1 s) are recorded. Rows:
+
+- ``siftcli filter --dedup --keep 0.5`` (near-copies out, then the n-gram reference's lowest half of the rest) with
+  ``--workers 1``, ``--workers 2`` and ``--engine dask --workers 2``;
+- ``siftcli filter --dedup`` alone (``--workers 2``): the job datatrove does, and the precision and recall of the rows
+  it dropped against the planted copies;
+- datatrove's four-stage MinHash dedup (its default configuration: word 5-grams, 14 buckets of 8 hashes) on the same
+  rows as 2 JSONL shards, ``LocalPipelineExecutor`` with 2 workers: the same precision and recall;
+- siftcli before the streamed path (``--before``, a commit; run from a git worktree), up to 300k rows (it holds
+  every row in memory: 8 GB and about nine minutes at a million).
+
+MB/s per core is the pool's CSV size over the wall-clock over the cores the tool used.
+
+    python -m benchmarks curation [--sizes 100000 300000 1000000] [--before 0c9139a] [--report-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.entry import DOC, ROOT
+
+TITLE = "Filtering at scale: siftcli filter beside datatrove"
+RESULTS = ROOT / "runs" / "bench-curation" / "results.json"
+BEFORE = "0c9139a"  # the last commit whose siftcli filter held every row in memory
+
+
+def _recipe(folder: Path, out: Path) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{folder.name}.yaml"
+    path.write_text(f"""# python -m benchmarks curation: the pool {folder.name}
+name: {folder.name}
+task: text-classification
+model:
+  source: builtin:minilm
+data:
+  source: {folder / 'pool.csv'}
+  eval_source: {folder / 'eval.csv'}
+  label_names: [negative, positive]
+max_length: 128
+sift:
+  reference:
+    kind: ngram
+    holdout_source: {folder / 'target.csv'}
+""")
+    return path
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, float, str, int]:
+    """Wall-clock seconds, peak resident MB of the process tree, stdout and the exit code of ``cmd``."""
+    import psutil
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+        root, peak = psutil.Process(proc.pid), 0
+        while proc.poll() is None:
+            try:
+                tree = [root, *root.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
+            except psutil.Error:
+                pass
+            time.sleep(0.1)
+        wall = time.perf_counter() - t0
+        err = proc.stderr.read() if proc.stderr else ""
+        out.seek(0)
+        text = out.read()
+    if proc.returncode:
+        print(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}", file=sys.stderr)
+    return wall, peak / 2**20, text, proc.returncode
+
+
+def _env(cache: Path) -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "HF_DATASETS_CACHE": str(cache)}
+
+
+def _planted(folder: Path) -> tuple[set[int], int]:
+    """The planted copies' ids and the pool's row count."""
+    with (folder / "pool.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return {i for i, r in enumerate(rows) if int(r["copy_of"]) >= 0}, len(rows)
+
+
+def _pr(removed: set[int], planted: set[int]) -> tuple[float, float]:
+    hit = len(removed & planted)
+    return hit / max(1, len(removed)), hit / max(1, len(planted))
+
+
+def _kept_texts(path: Path) -> list[str]:
+    if path.suffix == ".csv":
+        with path.open(encoding="utf-8") as f:
+            return [r["text"] for r in csv.DictReader(f)]
+    return [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _removed_ids(folder: Path, kept: list[str]) -> set[int]:
+    """Pool rows not among the kept (a text kept once keeps its first row: later identical rows count as removed)."""
+    with (folder / "pool.csv").open(encoding="utf-8") as f:
+        texts = [r["text"] for r in csv.DictReader(f)]
+    left: dict[str, int] = {}
+    for t in kept:
+        left[t] = left.get(t, 0) + 1
+    removed = set()
+    for i, t in enumerate(texts):
+        if left.get(t, 0) > 0:
+            left[t] -= 1
+        else:
+            removed.add(i)
+    return removed
+
+
+def siftcli_run(folder: Path, work: Path, args: list[str], label: str, python: list[str] | None = None,
+                cwd: Path | None = None) -> dict[str, Any]:
+    recipe = _recipe(folder, work)
+    out = work / f"{folder.name}-{label}.csv"
+    with tempfile.TemporaryDirectory() as cache:
+        cmd = [*(python or [sys.executable, "-m", "siftcli"]), "filter", str(recipe), "-o", str(out), "--json", *args]
+        wall, peak, text, code = measure(cmd, _env(Path(cache)), cwd)
+    doc = json.loads(text.strip().splitlines()[-1]) if code == 0 and text.strip() else {}
+    return {"wall": wall, "peak_mb": peak, "code": code, "result": doc, "output": str(out)}
+
+
+def datatrove_run(folder: Path, work: Path, workers: int = 2) -> dict[str, Any]:
+    """datatrove's MinHash dedup in a process of its own (``python -m benchmarks.scripts.curation datatrove ...``)."""
+    shards = work / f"{folder.name}-shards"
+    if not shards.exists():  # the same rows as JSONL shards, one per worker (datatrove reads a file per task)
+        shards.mkdir(parents=True)
+        with (folder / "pool.csv").open(encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        per = -(-len(rows) // workers)
+        for k in range(workers):
+            with (shards / f"part-{k}.jsonl").open("w", encoding="utf-8") as out:
+                for i in range(k * per, min(len(rows), (k + 1) * per)):
+                    out.write(json.dumps({"id": str(i), "text": rows[i]["text"]}) + "\n")
+    dt = work / f"{folder.name}-datatrove"
+    subprocess.run(["rm", "-rf", str(dt)], check=True)
+    cmd = [sys.executable, "-m", "benchmarks.scripts.curation", "datatrove", str(shards), str(dt), str(workers)]
+    wall, peak, text, code = measure(cmd, _env(work / "cache"), ROOT)
+    removed: set[int] = set()
+    for path in (dt / "removed").glob("*.jsonl*"):
+        import gzip
+
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            removed |= {int(json.loads(line)["id"]) for line in f if line.strip()}
+    return {"wall": wall, "peak_mb": peak, "code": code, "removed": sorted(removed)}
+
+
+def _datatrove_main(shards: str, out: str, workers: int) -> None:
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
+    from datatrove.pipeline.dedup.minhash import MinhashConfig
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    cfg = MinhashConfig()
+    base = Path(out)
+    read = lambda: JsonlReader(shards)  # noqa: E731
+    steps = [
+        ([read(), MinhashDedupSignature(output_folder=str(base / "sigs"), config=cfg)], workers),
+        ([MinhashDedupBuckets(input_folder=str(base / "sigs"), output_folder=str(base / "buckets"), config=cfg)],
+         cfg.num_buckets),
+        ([MinhashDedupCluster(input_folder=str(base / "buckets"), output_folder=str(base / "remove_ids"), config=cfg)], 1),
+        ([read(), MinhashDedupFilter(input_folder=str(base / "remove_ids"),
+                                     exclusion_writer=JsonlWriter(str(base / "removed"))),
+          JsonlWriter(str(base / "kept"))], workers),
+    ]
+    for k, (pipeline, tasks) in enumerate(steps):
+        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=workers, logging_dir=str(base / f"logs{k}"),
+                              skip_completed=False).run()
+
+
+def _run(sizes: list[int], before: str | None) -> dict[str, Any]:
+    from benchmarks.data import curation_pool
+
+    work = ROOT / "runs" / "bench-curation"
+    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    worktree = None
+    if before:
+        worktree = work / f"before-{before}"
+        if not worktree.exists():
+            subprocess.run(["git", "worktree", "add", "-f", "--detach", str(worktree), before], check=True, cwd=ROOT,
+                           capture_output=True)
+    for n in sizes:
+        folder = curation_pool(n)
+        planted, rows = _planted(folder)
+        size_mb = (folder / "pool.csv").stat().st_size / 2**20
+        got: dict[str, Any] = {"rows": rows, "mb": size_mb, "planted": len(planted)}
+        runs = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
+                "siftcli x2": ["--dedup", "--keep", "0.5", "--workers", "2"],
+                "siftcli dask x2": ["--dedup", "--keep", "0.5", "--engine", "dask", "--workers", "2"],
+                "siftcli dedup x2": ["--dedup", "--workers", "2"]}
+        for label, args in runs.items():
+            print(f"{n} rows: {label}", file=sys.stderr, flush=True)
+            got[label] = siftcli_run(folder, work, args, label.replace(" ", "-"))
+        dedup_out = Path(got["siftcli dedup x2"]["output"])
+        if dedup_out.exists():
+            got["siftcli dedup x2"]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
+        print(f"{n} rows: datatrove", file=sys.stderr, flush=True)
+        dt = datatrove_run(folder, work)
+        dt["pr"] = _pr(set(dt.pop("removed")), planted)
+        got["datatrove minhash x2"] = dt
+        if worktree is not None and n <= 300_000:
+            print(f"{n} rows: siftcli before ({before})", file=sys.stderr, flush=True)
+            got[f"siftcli before ({before})"] = siftcli_run(
+                folder, work, ["--dedup", "--keep", "0.5"], "before", [sys.executable, "-m", "siftcli"], worktree)
+        results[str(n)] = got
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _section(results: dict[str, Any]) -> list[str]:
+    from benchmarks.common import _cpu
+
+    lines = [f"## {TITLE}", "",
+             f"`python -m benchmarks curation` ({_cpu()}; every tool a process of its own, one at a time, a fresh "
+             "`datasets` cache each; peak = resident memory of the whole process tree). Pools: three SST-2/MR sentences "
+             "a row, 10% planted near-copies. `siftcli` rows run `siftcli filter --dedup --keep 0.5` (near-copies out, "
+             "then the n-gram reference's lowest half; the tokenizer is MiniLM's, `max_length` 128) unless marked "
+             "`dedup`; datatrove runs its four-stage MinHash dedup (word 5-grams, 14 buckets of 8 hashes). Precision and "
+             "recall are of the dropped rows against the planted copies.", "",
+             "| rows | tool | wall s | rows/s | MB/s per core | peak MB | dedup precision | dedup recall | kept |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, got in sorted(results.items(), key=lambda kv: int(kv[0])):
+        for label, run in got.items():
+            if not isinstance(run, dict):
+                continue
+            cores = 1 if ("x1" in label or "before" in label) else 2
+            if run.get("code"):
+                lines.append(f"| {int(n):,} | {label} | failed ({run['code']}) | | | | | | |")
+                continue
+            pr = run.get("pr")
+            kept = run.get("result", {}).get("kept")
+            lines.append(f"| {int(n):,} | {label} | {run['wall']:.1f} | {got['rows'] / run['wall']:,.0f} | "
+                         f"{got['mb'] / run['wall'] / cores:.2f} | {run['peak_mb']:,.0f} | "
+                         f"{'' if pr is None else f'{pr[0]:.3f}'} | {'' if pr is None else f'{pr[1]:.3f}'} | "
+                         f"{'' if kept is None else f'{kept:,}'} |")
+    phases = [(n, got["siftcli x2"]["result"].get("phases")) for n, got in sorted(results.items(), key=lambda kv: int(kv[0]))
+              if got.get("siftcli x2", {}).get("result")]
+    if phases:
+        lines += ["", "Where `siftcli filter --workers 2` spends its time (seconds):", "",
+                  "| rows | " + " | ".join(phases[0][1]) + " |", "|---:|" + "---:|" * len(phases[0][1])]
+        lines += [f"| {int(n):,} | " + " | ".join(f"{v:.1f}" for v in p.values()) + " |" for n, p in phases]
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["datatrove"]:
+        _datatrove_main(argv[1], argv[2], int(argv[3]))
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m benchmarks curation", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
+    parser.add_argument("--before", default=BEFORE, help="a commit of siftcli to time as it was (empty: skip)")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--out", default=str(DOC))
+    opts = parser.parse_args(argv)
+    results = json.loads(RESULTS.read_text()) if opts.report_only else _run(opts.sizes, opts.before or None)
+    from benchmarks.harness import write_section
+
+    section = _section(results)
+    write_section(Path(opts.out), TITLE, section)
+    print("\n".join(section))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
