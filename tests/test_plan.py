@@ -40,6 +40,9 @@ def test_strategies_apply_by_recipe_and_say_why_the_rest_do_not(text_csv: Path) 
     found, skipped = strategies(plain)
     families = {c.family for c in found}
     assert {"fewer-epochs", "dedup", "online"} <= families and "filter" not in families
+    assert "sifted" in {c.arm for c in found}  # the recipe sifts: its own settings are a candidate as written
+    unsifted, _ = strategies(validate_recipe(tiny_recipe_dict(text_csv, **{"sift.enabled": False}), "t"))
+    assert "sifted" not in {c.arm for c in unsifted}
     assert any(s.family == "filter" and "holdout" in s.why for s in skipped)
     assert any(s.family == "teacher-cache" for s in skipped)
     held = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.reference": {"kind": "ngram", "holdout_fraction": 0.2}}), "t")

@@ -18,6 +18,7 @@ peak resident memory of its whole process tree (psutil, sampled every 0.1 s) are
 MB/s per core is the pool's CSV size over the wall-clock over the cores the tool used.
 
     python -m benchmarks curation [--sizes 100000 300000 1000000] [--before 0c9139a] [--report-only]
+    python -m benchmarks curation --libraries   # the hand-written steps against datasketch and scikit-learn
 """
 
 from __future__ import annotations
@@ -225,6 +226,110 @@ def _run(sizes: list[int], before: str | None) -> dict[str, Any]:
     return results
 
 
+def _timed(fn: Any, repeats: int = 3) -> tuple[float, Any]:
+    """The best of ``repeats`` wall-clock seconds of ``fn()`` (the machine is shared: the least disturbed run), and its
+    result."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def libraries(rows: int = 20_000) -> dict[str, Any]:
+    """The hand-written steps against the libraries for the same jobs, on the first ``rows`` rows of the 100k pool,
+    in this process: MinHash signatures and LSH candidates (datasketch), the n-gram and naive-Bayes references (the
+    hand-written torch counting siftcli used before against scikit-learn's MultinomialNB; HashingVectorizer)."""
+    import numpy as np
+    from datasketch import MinHash, MinHashLSH
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    from benchmarks.data import curation_pool
+    from siftcli.curate import dedup, ngram
+    from siftcli.curate.tokens import from_texts, markers, strip_markers
+    from siftcli.workload.models import load_tokenizer
+
+    folder = curation_pool(100_000)
+    with (folder / "pool.csv").open(encoding="utf-8") as f:
+        data = [r for _, r in zip(range(rows), csv.DictReader(f))]
+    texts = [r["text"] for r in data]
+    labels = np.array([int(r["label"] == "positive") for r in data])
+    with (folder / "target.csv").open(encoding="utf-8") as f:
+        target = [r for r in csv.DictReader(f)]
+    tok = load_tokenizer("builtin:minilm")
+    t_tok, tokens = _timed(lambda: from_texts(tok, texts, 128), 1)
+    out: dict[str, Any] = {"rows": rows, "tokenize": t_tok}
+    out["siftcli signatures"], sigs = _timed(lambda: dedup.signatures(tokens))
+    hashes, owner = dedup.shingle_hashes(tokens)
+    starts = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1, len(owner)]
+    per_row = [hashes[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])]
+    ident = lambda x: x  # noqa: E731  (the same 32-bit bigram hashes: datasketch is timed on its permutations alone)
+
+    def sketch() -> list[Any]:
+        found = []
+        for h in per_row:
+            m = MinHash(num_perm=64, hashfunc=ident)
+            m.update_batch(h)
+            found.append(m)
+        return found
+
+    out["datasketch MinHash.update_batch"], sketches = _timed(sketch, 1)
+    out["siftcli candidates"], pairs = _timed(lambda: dedup.candidates(sigs, 0.7))
+
+    def lsh() -> int:
+        index = MinHashLSH(threshold=0.7, num_perm=64)
+        for i, m in enumerate(sketches):
+            index.insert(i, m)
+        return sum(len(index.query(m)) - 1 for m in sketches) // 2
+
+    out["datasketch MinHashLSH insert+query"], lsh_pairs = _timed(lsh, 1)
+    out["pairs"] = {"siftcli (after the agreement prefilter)": int(len(pairs)), "datasketch": int(lsh_pairs)}
+    head, tail = markers(tok)
+    bare = strip_markers(tokens, head, tail)
+    tgt = strip_markers(from_texts(tok, [r["text"] for r in target], 128), head, tail)
+
+    def relevance() -> Any:
+        ref = ngram.Relevance(tgt)
+        ref.add(bare)
+        return ref.scores(bare)
+
+    out["siftcli n-gram relevance (MultinomialNB)"], new = _timed(relevance)
+    before = _before_ngram()
+    if before is not None:
+        rows_t = [{"input_ids": bare.row(i).tolist()} for i in range(len(bare))]
+        tgt_t = [{"input_ids": tgt.row(i).tolist()} for i in range(len(tgt))]
+        out["hand-written n-gram relevance (before)"], old = _timed(lambda: before.cross_entropy_difference(tgt_t, rows_t), 1)
+        out["relevance max abs difference"] = float(np.abs(old.numpy() - new).max())
+        held = np.array([int(r["label"] == "positive") for r in target])
+        fit = lambda: ngram.LabelFit(tgt, held, [0, 1]).losses(bare, labels)  # noqa: E731
+        out["siftcli naive Bayes (MultinomialNB)"], nb_new = _timed(fit)
+        tgt_l = [{**r, "labels": int(y)} for r, y in zip(tgt_t, held)]
+        rows_l = [{**r, "labels": int(y)} for r, y in zip(rows_t, labels)]
+        out["hand-written naive Bayes (before)"], nb_old = _timed(lambda: before.label_losses(tgt_l, rows_l), 1)
+        out["naive Bayes max abs difference"] = float(np.abs(nb_old.numpy() - nb_new).max())
+    vec = HashingVectorizer(ngram_range=(1, 2), n_features=ngram.BUCKETS, alternate_sign=False, norm=None)
+    out["HashingVectorizer on the texts"], _ = _timed(lambda: vec.transform(texts))
+    out["siftcli counts on the tokens"], _ = _timed(lambda: ngram.counts(bare))
+    return out
+
+
+def _before_ngram() -> Any:
+    """siftcli's hand-written n-gram module as it was before scikit-learn took the model (from git), or None."""
+    import importlib.util
+
+    done = subprocess.run(["git", "show", f"{BEFORE}:siftcli/arms/ngram.py"], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        return None
+    path = ROOT / "runs" / "bench-curation" / "before_ngram.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(done.stdout)
+    spec = importlib.util.spec_from_file_location("before_ngram", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _section(results: dict[str, Any]) -> list[str]:
     from benchmarks.common import _cpu
 
@@ -237,7 +342,8 @@ def _section(results: dict[str, Any]) -> list[str]:
              "recall are of the dropped rows against the planted copies.", "",
              "| rows | tool | wall s | rows/s | MB/s per core | peak MB | dedup precision | dedup recall | kept |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for n, got in sorted(results.items(), key=lambda kv: int(kv[0])):
+    sizes = {n: got for n, got in results.items() if n.isdigit()}
+    for n, got in sorted(sizes.items(), key=lambda kv: int(kv[0])):
         for label, run in got.items():
             if not isinstance(run, dict):
                 continue
@@ -251,12 +357,21 @@ def _section(results: dict[str, Any]) -> list[str]:
                          f"{got['mb'] / run['wall'] / cores:.2f} | {run['peak_mb']:,.0f} | "
                          f"{'' if pr is None else f'{pr[0]:.3f}'} | {'' if pr is None else f'{pr[1]:.3f}'} | "
                          f"{'' if kept is None else f'{kept:,}'} |")
-    phases = [(n, got["siftcli x2"]["result"].get("phases")) for n, got in sorted(results.items(), key=lambda kv: int(kv[0]))
+    phases = [(n, got["siftcli x2"]["result"].get("phases")) for n, got in sorted(sizes.items(), key=lambda kv: int(kv[0]))
               if got.get("siftcli x2", {}).get("result")]
     if phases:
         lines += ["", "Where `siftcli filter --workers 2` spends its time (seconds):", "",
                   "| rows | " + " | ".join(phases[0][1]) + " |", "|---:|" + "---:|" * len(phases[0][1])]
         lines += [f"| {int(n):,} | " + " | ".join(f"{v:.1f}" for v in p.values()) + " |" for n, p in phases]
+    lib = results.get("libraries")
+    if lib:
+        lines += ["", f"Hand-written against the libraries for the same jobs, on {lib['rows']:,} rows of the 100k pool "
+                  "(`python -m benchmarks curation --libraries`, one process, best of 3 where repeated; tokenizing them "
+                  f"took {lib['tokenize']:.1f} s):", "", "| step | seconds |", "|---|---:|"]
+        lines += [f"| {k} | {v:.3f} |" for k, v in lib.items() if isinstance(v, float) and "difference" not in k
+                  and k != "tokenize"]
+        diffs = "; ".join(f"{k}: {v:.2g}" for k, v in lib.items() if "difference" in k)
+        lines += ["", f"Candidate pairs: {lib['pairs']}. Scores, scikit-learn against hand-written: {diffs}."]
     return lines
 
 
@@ -270,9 +385,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--before", default=BEFORE, help="a commit of siftcli to time as it was (empty: skip)")
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--libraries", action="store_true", help="only the hand-written steps against the libraries")
     parser.add_argument("--out", default=str(DOC))
     opts = parser.parse_args(argv)
-    results = json.loads(RESULTS.read_text()) if opts.report_only else _run(opts.sizes, opts.before or None)
+    if opts.libraries:
+        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        results["libraries"] = libraries()
+        RESULTS.write_text(json.dumps(results, indent=1))
+    elif not opts.report_only:
+        results = _run(opts.sizes, opts.before or None)
+    else:
+        results = json.loads(RESULTS.read_text())
     from benchmarks.harness import write_section
 
     section = _section(results)

@@ -10,7 +10,8 @@ a forked child would inherit the parent's thread pools (torch's, the tokenizer's
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -93,8 +94,7 @@ class Engine:
             self._pool = None
 
     def _processes(self) -> ProcessPoolExecutor:
-        """The pool, started at the first map with more than one job (a pool costs seconds of start-up: a pool with one
-        job of work would only add them)."""
+        """The pool, started at the first map, kept for the later ones (start-up costs each worker a second or two)."""
         if self._pool is None:
             import multiprocessing
 
@@ -102,26 +102,31 @@ class Engine:
                                              initializer=_set_context, initargs=(self._context,))
         return self._pool
 
-    def map(self, fn: Callable[[Any, Any], Any], jobs: Sequence[Any]) -> Iterator[Any]:
-        """``fn(context, job)`` for every job; results yielded in job order as they become available."""
-        if self.kind == "dask":
-            client = self._session[0]
-            futures = [client.submit(_call_with, fn, self._shared, job, pure=False) for job in jobs]
-            try:
-                for future in futures:
-                    yield future.result()
-            finally:
-                client.cancel(futures)
-            return
-        if self.workers == 1 or (self._pool is None and len(jobs) <= 1):
+    def map(self, fn: Callable[[Any, Any], Any], jobs: Iterable[Any], count: int | None = None) -> Iterator[Any]:
+        """``fn(context, job)`` for every job; results yielded in job order. Jobs are drawn from ``jobs`` as workers
+        free up, at most ``2 * workers`` ahead of the result being waited for, so a generator that reads each chunk's
+        rows only when its job is sent keeps the pool's text out of this process. ``count``: how many jobs there are,
+        if known; one job or none runs here (a pool would only add its start-up)."""
+        jobs = iter(jobs)
+        if self.kind != "dask" and (self.workers == 1 or (count is not None and count <= 1 and self._pool is None)):
             for job in jobs:
                 yield fn(self._context, job)
             return
-        pool = self._processes()
-        futures = [pool.submit(_call, fn, job) for job in jobs]
+        if self.kind == "dask":
+            client = self._session[0]
+            submit = lambda job: client.submit(_call_with, fn, self._shared, job, pure=False)  # noqa: E731
+            cancel = lambda futures: client.cancel(list(futures))  # noqa: E731
+        else:
+            pool = self._processes()
+            submit = lambda job: pool.submit(_call, fn, job)  # noqa: E731
+            cancel = lambda futures: [f.cancel() for f in futures]  # noqa: E731
+        ahead: deque[Any] = deque()
         try:
-            for future in futures:
-                yield future.result()
+            for job in jobs:
+                ahead.append(submit(job))
+                if len(ahead) >= 2 * self.workers:
+                    yield ahead.popleft().result()
+            while ahead:
+                yield ahead.popleft().result()
         finally:
-            for future in futures:
-                future.cancel()
+            cancel(ahead)

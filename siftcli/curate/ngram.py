@@ -24,6 +24,7 @@ counted whole (:class:`Relevance`, :class:`LabelFit`); only the hashing of token
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,9 +67,47 @@ def _add(nb: Any, x: Any, labels: np.ndarray) -> None:
         nb.partial_fit(x, labels, classes=nb._siftcli_classes)  # noqa: SLF001
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """A fitted reference as plain arrays — ``MultinomialNB``'s ``feature_log_prob_`` and ``class_log_prior_`` — so a
+    worker process scores with numpy and scipy alone (unpickling scikit-learn's estimator imports scikit-learn: about
+    2 s a worker). :meth:`joint` is the estimator's own ``predict_joint_log_proba``, the same operations in the same
+    order, so the scores are the estimator's to the last bit."""
+
+    kind: str  # "relevance" (target against pool) or "label" (naive Bayes over the classes)
+    feature_log_prob: np.ndarray  # [classes, buckets]
+    class_log_prior: np.ndarray  # [classes]
+    classes: np.ndarray
+    buckets: int
+
+    def joint(self, x: Any) -> np.ndarray:
+        return np.asarray(x @ self.feature_log_prob.T) + self.class_log_prior
+
+    def score(self, tokens: Tokens, labels: np.ndarray | None = None) -> np.ndarray:
+        """Each row's reference score (float32, lower is kept first): the relevance score, or the label's loss."""
+        x = counts(tokens, self.buckets)
+        if not x.shape[0]:
+            return np.zeros(0, dtype=np.float32)
+        jll = self.joint(x)
+        if self.kind == "relevance":  # the mean over a text's n-grams of log p_pool - log p_target; no n-gram: 0
+            length = np.asarray(x.sum(axis=1)).ravel()
+            out = np.zeros(len(tokens), dtype=np.float64)
+            filled = length > 0
+            out[filled] = (jll[filled, Relevance.POOL] - jll[filled, Relevance.TARGET]) / length[filled]
+            return out.astype(np.float32)
+        top = jll.max(axis=1, keepdims=True)
+        lse = (top + np.log(np.exp(jll - top).sum(axis=1, keepdims=True))).ravel()
+        at = np.searchsorted(self.classes, labels)
+        return (lse - jll[np.arange(len(tokens)), at]).astype(np.float32)
+
+
+def _frozen(nb: Any, kind: str, buckets: int) -> Fitted:
+    return Fitted(kind, nb.feature_log_prob_, nb.class_log_prior_, nb.classes_, buckets)
+
+
 class Relevance:
     """The n-gram relevance reference: the target counted first, the pool added chunk by chunk (:meth:`add`, or
-    :meth:`add_counts` with a chunk's summed counts from another process), then every chunk scored (:meth:`scores`)."""
+    :meth:`add_counts` with a chunk's summed counts from another process), then :meth:`fitted` scores every chunk."""
 
     POOL, TARGET = 0, 1
 
@@ -88,16 +127,13 @@ class Relevance:
 
         _add(self.nb, csr_matrix(summed.reshape(1, -1)), np.array([self.POOL]))
 
+    def fitted(self) -> Fitted:
+        return _frozen(self.nb, "relevance", self.buckets)
+
     def scores(self, pool: Tokens) -> np.ndarray:
         """Per text, the mean over its n-grams of ``log p_pool - log p_target`` (float32, lower = more target-like);
         a text with no tokens scores 0 (no evidence either way)."""
-        x = counts(pool, self.buckets)
-        jll = self.nb.predict_joint_log_proba(x) if x.shape[0] else np.zeros((0, 2))
-        length = np.asarray(x.sum(axis=1)).ravel()
-        out = np.zeros(len(pool), dtype=np.float64)
-        filled = length > 0
-        out[filled] = (jll[filled, self.POOL] - jll[filled, self.TARGET]) / length[filled]
-        return out.astype(np.float32)
+        return self.fitted().score(pool)
 
 
 def pool_counts(pool: Tokens, buckets: int = BUCKETS) -> np.ndarray:
@@ -116,15 +152,11 @@ class LabelFit:
         self.nb = _model(sorted(classes))
         _add(self.nb, counts(holdout, buckets), np.asarray(labels))
 
+    def fitted(self) -> Fitted:
+        return _frozen(self.nb, "label", self.buckets)
+
     def losses(self, pool: Tokens, labels: np.ndarray) -> np.ndarray:
-        x = counts(pool, self.buckets)
-        if not x.shape[0]:
-            return np.zeros(0, dtype=np.float32)
-        jll = self.nb.predict_joint_log_proba(x)
-        top = jll.max(axis=1, keepdims=True)
-        lse = (top + np.log(np.exp(jll - top).sum(axis=1, keepdims=True))).ravel()
-        at = np.searchsorted(self.nb.classes_, labels)
-        return (lse - jll[np.arange(len(pool)), at]).astype(np.float32)
+        return self.fitted().score(pool, labels)
 
 
 def _ids(row: Row) -> list[int]:

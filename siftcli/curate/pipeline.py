@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,30 +31,26 @@ import numpy as np
 
 from siftcli.curate import dedup as dd
 from siftcli.curate.engines import Engine
-from siftcli.curate.ngram import BUCKETS, LabelFit, Relevance, pool_counts
-from siftcli.curate.tokens import Tokens, from_texts, markers, strip_markers
+from siftcli.curate.ngram import BUCKETS, Fitted, LabelFit, Relevance, pool_counts
+from siftcli.curate.tokens import Tokens, backend, from_texts, markers, strip_markers
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 
 #: Rows per chunk: large enough that the per-job overhead is small, small enough that a job's text, tokens and
-#: hashing buffers stay in tens of megabytes.
-CHUNK_ROWS = 20_000
+#: hashing buffers stay in megabytes and the last chunks do not leave a core idle for long.
+CHUNK_ROWS = 10_000
 #: The references this path ranks by (no model to train).
 STREAMED_REFERENCES = ("ngram", "naive-bayes")
 
 
 @dataclass
 class Context:
-    """What every job reads, sent once to each worker: the training rows (memory-mapped Arrow: a worker opens the same
-    file), how to tokenize them, where chunk files go, which rows are the holdout's."""
+    """What every job reads, sent once to each worker: how to tokenize (the Rust tokenizer alone: a worker imports
+    neither ``transformers`` nor ``datasets``), where chunk files go, the markers to strip for n-grams."""
 
-    train: Any  # datasets.Dataset
-    column: str
-    pair_column: str | None
-    tokenizer: Any
+    tokenizer: Any  # tokenizers.Tokenizer, truncating at max_length (or a transformers tokenizer)
     max_length: int
     folder: str
-    held: np.ndarray  # bool per training row: the holdout's rows, never part of the pool
     head: int | None = None
     tail: int | None = None
     want_signatures: bool = True
@@ -94,36 +91,41 @@ def _chunk_path(folder: str, k: int) -> Path:
     return Path(folder) / f"chunk-{k:06d}.npz"
 
 
-def scan_chunk(ctx: Context, job: tuple[int, int, int]) -> Scan:
-    """Pass 1 on rows ``[lo, hi)`` of the training data: tokens saved, signatures and n-gram counts returned."""
-    k, lo, hi = job
-    batch = ctx.train.with_format("arrow")[lo:hi]
-    pool = np.flatnonzero(~ctx.held[lo:hi])
-    texts = batch[ctx.column].to_pylist()
-    pairs = batch[ctx.pair_column].to_pylist() if ctx.pair_column else None
-    if len(pool) < len(texts):
-        texts = [texts[i] for i in pool]
-        pairs = None if pairs is None else [pairs[i] for i in pool]
-    bad = next((t for t in texts if not isinstance(t, str)), None)
-    if bad is not None:
-        raise SiftcliError(f"data: column {ctx.column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | None, np.ndarray]) -> Scan:
+    """Pass 1 on one chunk (its pool rows' source numbers, texts, pair texts and labels, read by the driving process):
+    tokens saved, signatures and n-gram counts returned."""
+    k, rows, texts, pairs, labels = job
     tokens = from_texts(ctx.tokenizer, texts, ctx.max_length, pairs)
     tokens.save(_chunk_path(ctx.folder, k))
-    labels = np.asarray(batch["label"].to_pylist(), dtype=np.int64)[pool] if "label" in batch.column_names else \
-        np.zeros(len(pool), dtype=np.int64)
-    return Scan(rows=pool + lo, labels=labels, signatures=dd.signatures(tokens) if ctx.want_signatures else None,
+    return Scan(rows=rows, labels=labels, signatures=dd.signatures(tokens) if ctx.want_signatures else None,
                 counts=pool_counts(strip_markers(tokens, ctx.head, ctx.tail)) if ctx.want_counts else None,
                 tokens=int(tokens.ids.size))
 
 
-def score_chunk(ctx: Context, job: tuple[int, np.ndarray, Any]) -> np.ndarray:
+def read_chunks(train: Any, column: str, pair_column: str | None, held: np.ndarray, chunk: int) -> Iterator[tuple]:
+    """Scan jobs: each chunk's pool rows (the holdout's left out) read through Arrow only when its job is sent."""
+    for k, lo in enumerate(range(0, len(train), chunk)):
+        hi = min(lo + chunk, len(train))
+        batch = train.with_format("arrow")[lo:hi]
+        pool = np.flatnonzero(~held[lo:hi])
+        texts = batch[column].to_pylist()
+        pairs = batch[pair_column].to_pylist() if pair_column else None
+        if len(pool) < len(texts):
+            texts = [texts[i] for i in pool]
+            pairs = None if pairs is None else [pairs[i] for i in pool]
+        bad = next((t for t in texts if not isinstance(t, str)), None)
+        if bad is not None:
+            raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+        labels = np.asarray(batch["label"].to_pylist(), dtype=np.int64)[pool] if "label" in batch.column_names else \
+            np.zeros(len(pool), dtype=np.int64)
+        yield k, pool + lo, texts, pairs, labels
+
+
+def score_chunk(ctx: Context, job: tuple[int, np.ndarray, Fitted]) -> np.ndarray:
     """Pass 3: the fitted reference's score of every pool row in chunk ``k`` (``labels``: the rows' labels, for naive
-    Bayes; the reference, a few megabytes, travels with each job)."""
+    Bayes; the reference's arrays, a few megabytes, travel with each job)."""
     k, labels, reference = job
-    tokens = strip_markers(Tokens.load(_chunk_path(ctx.folder, k)), ctx.head, ctx.tail)
-    if isinstance(reference, LabelFit):
-        return reference.losses(tokens, labels)
-    return reference.scores(tokens)
+    return reference.score(strip_markers(Tokens.load(_chunk_path(ctx.folder, k)), ctx.head, ctx.tail), labels)
 
 
 def chunk_bigrams(ctx: Context, job: tuple[int, int, np.ndarray]) -> dict[int, np.ndarray]:
@@ -146,9 +148,10 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
     head, tail = markers(tokenizer)
     folder = tempfile.mkdtemp(prefix="siftcli-curate-")
     try:
-        ctx = Context(train, splits.input_column, recipe.data.text_pair_column, tokenizer, recipe.max_length, folder, held,
-                      head, tail, want_signatures=similarity is not None, want_counts=kind == "ngram")
-        jobs = [(k, lo, min(lo + CHUNK_ROWS, len(train))) for k, lo in enumerate(range(0, len(train), CHUNK_ROWS))]
+        ctx = Context(backend(tokenizer, recipe.max_length) or tokenizer, recipe.max_length, folder, head, tail,
+                      want_signatures=similarity is not None, want_counts=kind == "ngram")
+        chunks = -(-len(train) // CHUNK_ROWS)
+        jobs = read_chunks(train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
         t0 = time.perf_counter()
         engine.share(ctx)
         n = int((~held).sum())
@@ -156,7 +159,7 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
         total = np.zeros(BUCKETS) if kind == "ngram" else None
         scans: list[Scan] = []
         at = 0
-        for scan in engine.map(scan_chunk, jobs):  # results in chunk order; each folded in and let go
+        for scan in engine.map(scan_chunk, jobs, chunks):  # results in chunk order; each folded in and let go
             if sigs is not None:
                 sigs[at:at + len(scan.rows)] = scan.signatures
             if total is not None:
@@ -181,7 +184,8 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
                 found: dict[int, np.ndarray] = {}
                 per_chunk = [(k, int(firsts[k]), wanted[(wanted >= firsts[k]) & (wanted < firsts[k + 1])])
                              for k in range(len(scans))]
-                for part in engine.map(chunk_bigrams, [j for j in per_chunk if len(j[2])]):
+                todo = [j for j in per_chunk if len(j[2])]
+                for part in engine.map(chunk_bigrams, todo, len(todo)):
                     found.update(part)
                 return found
 
@@ -193,7 +197,7 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
             t0 = time.perf_counter()
             reference = _fit(kind, recipe, holdout, splits.input_column, tokenizer, head, tail, scans, total)
             jobs3 = [(k, scan.labels, reference) for k, scan in enumerate(scans)]
-            scores = np.concatenate(list(engine.map(score_chunk, jobs3))) if scans else np.zeros(0, dtype=np.float32)
+            scores = np.concatenate(list(engine.map(score_chunk, jobs3, len(jobs3)))) if scans else np.zeros(0, np.float32)
             chosen = chosen[lowest(scores[chosen], keep)]
             phases["reference"] = time.perf_counter() - t0
         return rows[chosen], phases, dedup_kept
@@ -202,7 +206,7 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
 
 
 def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, head: int | None, tail: int | None,
-         scans: list[Scan], total: np.ndarray | None) -> Any:
+         scans: list[Scan], total: np.ndarray | None) -> Fitted:
     """The reference fitted on the holdout (and, for relevance, the pool's summed n-gram counts)."""
     if holdout is None or len(holdout) == 0:
         raise SiftcliError(f"sift.reference.kind {kind}: the holdout is empty (holdout_source or holdout_fraction)")
@@ -214,10 +218,10 @@ def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, h
         if kind == "ngram":
             ref = Relevance(target, BUCKETS)
             ref.add_counts(total)
-            return ref
+            return ref.fitted()
         held_labels = np.asarray(column_values(holdout, "label"), dtype=np.int64)
         pool_labels = np.unique(np.concatenate([s.labels for s in scans])) if scans else np.zeros(0, np.int64)
-        return LabelFit(target, held_labels, sorted(set(held_labels.tolist()) | set(pool_labels.tolist())), BUCKETS)
+        return LabelFit(target, held_labels, sorted(set(held_labels.tolist()) | set(pool_labels.tolist())), BUCKETS).fitted()
     except ValueError as exc:
         raise SiftcliError(f"sift.reference.kind {kind}: {exc}") from None
 

@@ -59,30 +59,33 @@ def from_texts(tokenizer: Any, texts: list[str], max_length: int, pairs: list[st
     """Texts through a fast tokenizer exactly as training tokenizes them (markers, truncation). The Rust tokenizer is
     called directly (``encode_batch_fast``, no offsets), with its own truncation set on a copy: the ``transformers``
     wrapper converts every row into Python lists and dicts first, measured here at twice the time for the same ids."""
-    backend = _backend(tokenizer, max_length)
-    if backend is None:
+    rust = backend(tokenizer, max_length)
+    if rust is None:
         enc = tokenizer(texts, pairs, truncation=True, max_length=max_length, return_attention_mask=False,
                         return_token_type_ids=False)
         return from_sequences(enc["input_ids"])
     inputs = texts if pairs is None else list(zip(texts, pairs))
-    encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+    encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
     return from_sequences([e.ids for e in encode(inputs)])
 
 
 _BACKENDS: dict[tuple[int, int], Any] = {}
 
 
-def _backend(tokenizer: Any, max_length: int) -> Any:
+def backend(tokenizer: Any, max_length: int) -> Any:
     """A copy of the fast tokenizer's Rust tokenizer truncating at ``max_length`` and never padding (None for a slow
-    tokenizer); one per tokenizer and length, so the caller's own tokenizer is never changed."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
+    tokenizer; a Rust tokenizer itself is taken as it is); one per tokenizer and length, so the caller's own tokenizer
+    is never changed."""
+    if hasattr(tokenizer, "encode_batch") and not hasattr(tokenizer, "backend_tokenizer"):
+        return tokenizer
+    rust = getattr(tokenizer, "backend_tokenizer", None)
+    if rust is None:
         return None
     key = (id(tokenizer), max_length)
     if key not in _BACKENDS:
         import copy
 
-        copied = copy.deepcopy(backend)
+        copied = copy.deepcopy(rust)
         copied.enable_truncation(max_length)
         copied.no_padding()
         _BACKENDS[key] = copied

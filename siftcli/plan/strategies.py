@@ -2,7 +2,8 @@
 
 A strategy is a row of :data:`~siftcli.arms.table.ARMS` with settings: ``train-less:fraction=F`` (fewer steps),
 ``filter:fraction=F,reference=KIND`` (a static filter by a cheap reference), ``dedup``, ``filter:dedup=T,fraction=F``
-(both), ``sifted:...`` (online sifting), ``variant:distill.cache=true`` (the teacher cache). Adding a strategy to the
+(both), ``sifted:...`` (online sifting at a fixed calibrated setting) and ``sifted`` (the recipe's own sift section,
+when it sifts), ``variant:distill.cache=true`` (the teacher cache). Adding a strategy to the
 plan is a line in :func:`strategies`, never new search code.
 """
 
@@ -56,6 +57,8 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     else:
         skipped.append(Skipped("dedup", f"near-duplicate removal compares token bigrams; {recipe.task} has no text"))
     add(f"sifted:mode=calibrated,keep_fraction={ONLINE_KEEP},score=loss,scoring=fresh", "online", ONLINE_KEEP)
+    if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them
+        add("sifted", "online", None)  # its kept fraction is measured by its cheap rung
     if recipe.distill is None:
         skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
     elif recipe.distill.cache is False:
