@@ -42,7 +42,8 @@ SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
            "scale-out": "benchmarks.scripts.scale_out", "compile-cost": "benchmarks.scripts.compile_cost",
            "scoring-precision": "benchmarks.scripts.scoring_precision", "gpu": "benchmarks.scripts.gpu_benchmark",
            "overhead": "benchmarks.scripts.overhead", "library-shapes": "benchmarks.scripts.library_shapes",
-           "plan-regimes": "benchmarks.scripts.plan_regimes", "curation": "benchmarks.scripts.curation"}
+           "plan-regimes": "benchmarks.scripts.plan_regimes", "curation": "benchmarks.scripts.curation",
+           "sift-overhead": "benchmarks.scripts.sift_overhead"}
 
 
 def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False) -> dict[str, Any]:
