@@ -91,6 +91,16 @@ def _chunk_path(folder: str, k: int) -> Path:
     return Path(folder) / f"chunk-{k:06d}.npz"
 
 
+def _column(train: Any, batch: Any, column: str, lo: int, hi: int) -> list:
+    """Rows ``[lo, hi)`` of a column: through Arrow for plain values, decoded by ``datasets`` for a feature that stores an
+    encoding (``Json``: a file whose column mixes types), so a number among texts is seen as a number."""
+    import datasets
+
+    if isinstance(train.features.get(column), datasets.Value):
+        return batch[column].to_pylist()
+    return list(train[lo:hi][column])
+
+
 def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | None, np.ndarray]) -> Scan:
     """Pass 1 on one chunk (its pool rows' source numbers, texts, pair texts and labels, read by the driving process):
     tokens saved, signatures and n-gram counts returned."""
@@ -108,8 +118,8 @@ def read_chunks(train: Any, column: str, pair_column: str | None, held: np.ndarr
         hi = min(lo + chunk, len(train))
         batch = train.with_format("arrow")[lo:hi]
         pool = np.flatnonzero(~held[lo:hi])
-        texts = batch[column].to_pylist()
-        pairs = batch[pair_column].to_pylist() if pair_column else None
+        texts = _column(train, batch, column, lo, hi)
+        pairs = _column(train, batch, pair_column, lo, hi) if pair_column else None
         if len(pool) < len(texts):
             texts = [texts[i] for i in pool]
             pairs = None if pairs is None else [pairs[i] for i in pool]
