@@ -188,7 +188,7 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
             t0 = time.perf_counter()
             pairs = dd.candidates(sigs, similarity)
             sigs = None
-            wanted = np.unique(pairs)
+            wanted = dd.distinct(pairs.ravel())
 
             def bigrams(_: np.ndarray) -> dict[int, np.ndarray]:
                 found: dict[int, np.ndarray] = {}
