@@ -12,12 +12,14 @@ peak resident memory of its whole process tree (psutil, sampled every 0.1 s) are
   it dropped against the planted copies;
 - datatrove's four-stage MinHash dedup (its default configuration: word 5-grams, 14 buckets of 8 hashes) on the same
   rows as 2 JSONL shards, ``LocalPipelineExecutor`` with 2 workers: the same precision and recall;
+- with ``--previous COMMIT``, ``siftcli filter --workers 2`` as that earlier commit had it (what a change bought,
+  measured in the same run);
 - siftcli before the streamed path (``--before``, a commit; run from a git worktree), up to 300k rows (it holds
   every row in memory: 8 GB and about nine minutes at a million).
 
 MB/s per core is the pool's CSV size over the wall-clock over the cores the tool used.
 
-    python -m benchmarks curation [--sizes 100000 300000 1000000] [--before 0c9139a] [--report-only]
+    python -m benchmarks curation [--sizes 100000 300000 1000000] [--before 0c9139a] [--previous COMMIT] [--report-only]
     python -m benchmarks curation --libraries   # the hand-written steps against datasketch and scikit-learn
 """
 
@@ -186,17 +188,22 @@ def _datatrove_main(shards: str, out: str, workers: int) -> None:
                               skip_completed=False).run()
 
 
-def _run(sizes: list[int], before: str | None) -> dict[str, Any]:
+def _worktree(work: Path, commit: str) -> Path:
+    """A checkout of ``commit`` to run siftcli as it was (``python -m siftcli`` from there)."""
+    worktree = work / f"before-{commit}"
+    if not worktree.exists():
+        subprocess.run(["git", "worktree", "add", "-f", "--detach", str(worktree), commit], check=True, cwd=ROOT,
+                       capture_output=True)
+    return worktree
+
+
+def _run(sizes: list[int], before: str | None, previous: str | None = None) -> dict[str, Any]:
     from benchmarks.data import curation_pool
 
     work = ROOT / "runs" / "bench-curation"
     results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    worktree = None
-    if before:
-        worktree = work / f"before-{before}"
-        if not worktree.exists():
-            subprocess.run(["git", "worktree", "add", "-f", "--detach", str(worktree), before], check=True, cwd=ROOT,
-                           capture_output=True)
+    worktree = _worktree(work, before) if before else None
+    earlier = _worktree(work, previous) if previous else None
     for n in sizes:
         folder = curation_pool(n)
         planted, rows = _planted(folder)
@@ -209,6 +216,10 @@ def _run(sizes: list[int], before: str | None) -> dict[str, Any]:
         for label, args in runs.items():
             print(f"{n} rows: {label}", file=sys.stderr, flush=True)
             got[label] = siftcli_run(folder, work, args, label.replace(" ", "-"))
+        if earlier is not None:  # the same command on an earlier streamed version: what a change bought, in one run
+            print(f"{n} rows: siftcli x2 ({previous})", file=sys.stderr, flush=True)
+            got[f"siftcli x2 ({previous})"] = siftcli_run(folder, work, runs["siftcli x2"], "previous",
+                                                          [sys.executable, "-m", "siftcli"], earlier)
         dedup_out = Path(got["siftcli dedup x2"]["output"])
         if dedup_out.exists():
             got["siftcli dedup x2"]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
@@ -384,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
     parser.add_argument("--before", default=BEFORE, help="a commit of siftcli to time as it was (empty: skip)")
+    parser.add_argument("--previous", default="", help="an earlier streamed commit to time with --workers 2 beside HEAD")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--libraries", action="store_true", help="only the hand-written steps against the libraries")
     parser.add_argument("--out", default=str(DOC))
@@ -393,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         results["libraries"] = libraries()
         RESULTS.write_text(json.dumps(results, indent=1))
     elif not opts.report_only:
-        results = _run(opts.sizes, opts.before or None)
+        results = _run(opts.sizes, opts.before or None, opts.previous or None)
     else:
         results = json.loads(RESULTS.read_text())
     from benchmarks.harness import write_section
