@@ -387,6 +387,9 @@ def filter_(
                                                          "--scheduler).")] = "processes",
     scheduler: Annotated[str | None, typer.Option("--scheduler", help="--engine dask: the address of a running Dask "
                                                                       "scheduler (tcp://host:8786).")] = None,
+    stream: Annotated[bool, typer.Option("--stream", help="Read the training source as a stream, twice (a hub dataset "
+                                                          "is never downloaded whole); needs data.eval_source or "
+                                                          "eval_split.")] = False,
     set_: SetOpt = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -405,7 +408,7 @@ def filter_(
 
     cfg = _load(recipe, set_)
     where = Engine(kind=engine, workers=workers if workers is not None else (os.cpu_count() or 1), scheduler=scheduler)
-    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where)
+    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream)
     if json_:
         _emit_json(dataclasses.asdict(result))
         return

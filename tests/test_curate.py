@@ -3,6 +3,7 @@ processes, or a Dask cluster of two workers."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -80,6 +81,81 @@ def test_a_pool_of_processes_and_a_dask_cluster_keep_exactly_the_rows_one_proces
     assert (many.engine, many.workers) == (engine.kind, 2)
     assert (tmp_path / "many.csv").read_bytes() == (tmp_path / "one.csv").read_bytes()
     assert many.kept == one.kept == round(0.3 * one.dedup_kept)  # the cut is over the whole pool, not per worker
+
+
+STREAMED = [
+    ({"sift.reference.kind": "ngram", "sift.reference.holdout_source": "{target}"}, 0.5, 0.7),
+    ({"sift.reference.kind": "naive-bayes", "sift.reference.holdout_source": "{target}"}, 0.4, None),
+    ({}, None, 0.7),
+]
+
+
+@pytest.mark.parametrize("changes,keep,similarity", STREAMED, ids=["ngram-and-dedup", "naive-bayes", "dedup-only"])
+def test_a_source_read_as_a_stream_keeps_and_writes_what_the_arrow_path_does(
+        tmp_path: Path, changes: dict, keep: float | None, similarity: float | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _pool(tmp_path)
+    recipe = _recipe(folder, **{k: v.format(target=folder / "target.csv") for k, v in changes.items()})
+    monkeypatch.setattr(pipeline, "CHUNK_ROWS", 64)  # several chunks on both passes
+    table = run_filter(recipe, keep, str(tmp_path / "table.csv"), similarity, engine=Engine(workers=1))
+    streamed = run_filter(recipe, keep, str(tmp_path / "stream.csv"), similarity, engine=Engine(workers=2), stream=True)
+    assert (table.source, streamed.source) == ("table", "stream")
+    assert (streamed.kept, streamed.of, streamed.dedup_kept) == (table.kept, table.of, table.dedup_kept)
+    assert (tmp_path / "stream.csv").read_bytes() == (tmp_path / "table.csv").read_bytes()
+    assert streamed.kept < streamed.of
+
+
+def test_a_stream_keeps_the_sources_own_values_and_counts_groups_on_the_second_pass(tmp_path: Path) -> None:
+    folder = _pool(tmp_path, rows=120, copies=0)
+    lines = (folder / "pool.csv").read_text().splitlines()
+    named = ["text,label,site"] + [f"{t.rsplit(',', 1)[0]},{'pos' if t.endswith('1') else 'neg'},{'ab'[i % 2]}"
+                                   for i, t in enumerate(lines[1:])]
+    (folder / "named.jsonl").write_text("".join(
+        json.dumps(dict(zip(("text", "label", "site"), row.rsplit(",", 2)))) + "\n" for row in named[1:]))
+    recipe = _recipe(folder, **{"data.source": str(folder / "named.jsonl"), "data.label_names": ["neg", "pos"],
+                                "data.group_column": "site", "sift.reference.kind": "naive-bayes",
+                                "sift.reference.holdout_source": str(folder / "target.csv")})
+    got = run_filter(recipe, 0.5, str(tmp_path / "kept.jsonl"), None, engine=Engine(workers=1), stream=True)
+    rows = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert len(rows) == got.kept == 60 and {r["label"] for r in rows} <= {"neg", "pos"}  # names as the source has them
+    assert got.groups == {g: sum(r["site"] == g for r in rows) / 60 for g in ("a", "b")}
+    unnamed = recipe.model_copy(update={"data": recipe.data.model_copy(update={"label_names": None})})
+    with pytest.raises(SiftcliError, match="data.label_names: --stream with a label reference needs the label names"):
+        run_filter(unnamed, 0.5, str(tmp_path / "x.jsonl"), None, engine=Engine(workers=1), stream=True)
+
+
+@pytest.mark.parametrize("changes,words", [
+    ({"data.eval_source": None}, "--stream: data.eval_fraction holds evaluation rows out of the training source"),
+    ({"sift.reference.kind": "naive-bayes", "sift.reference.holdout_source": None, "sift.reference.holdout_fraction": 0.2},
+     "--stream: sift.reference.holdout_fraction draws the holdout from every row; give sift.reference.holdout_source"),
+    ({"data.max_train_samples": 100}, "--stream: data.max_train_samples shuffles the whole source"),
+    ({"sift.reference.kind": "holdout"}, "--stream: sift.reference.kind holdout trains or loads a model"),
+])
+def test_what_needs_every_row_at_once_is_refused_before_the_stream_is_read(tmp_path: Path, changes: dict, words: str) -> None:
+    folder = _pool(tmp_path, rows=60, copies=0)
+    recipe = _recipe(folder, **{"sift.reference.kind": "ngram", "sift.reference.holdout_source": str(folder / "target.csv"),
+                                **changes})
+    with pytest.raises(SiftcliError, match=words.replace(".", r"\.")):
+        run_filter(recipe, 0.5, str(tmp_path / "x.csv"), 0.7, engine=Engine(workers=1), stream=True)
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_filter_stream_on_the_command_line_is_one_line_and_exit_2_when_refused(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from siftcli.cli import app
+
+    folder = _pool(tmp_path, rows=80, copies=10)
+    _recipe(folder)
+    ok = CliRunner().invoke(app, ["filter", str(folder / "r.yaml"), "-o", str(tmp_path / "k.csv"), "--dedup", "--stream",
+                                  "--workers", "1", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.output.strip().splitlines()[-1])["source"] == "stream"
+    raw = yaml.safe_load((folder / "r.yaml").read_text())
+    raw["data"].pop("eval_source")
+    (folder / "r.yaml").write_text(yaml.safe_dump(raw))
+    bad = CliRunner().invoke(app, ["filter", str(folder / "r.yaml"), "-o", str(tmp_path / "b.csv"), "--dedup", "--stream"])
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "data.eval_source" in bad.output, bad.output
 
 
 def test_signatures_are_a_function_of_each_row_so_chunks_and_blocks_do_not_matter() -> None:

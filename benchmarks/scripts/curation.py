@@ -8,6 +8,7 @@ peak resident memory of its whole process tree (psutil, sampled every 0.1 s) are
 
 - ``siftcli filter --dedup --keep 0.5`` (near-copies out, then the n-gram reference's lowest half of the rest) with
   ``--workers 1``, ``--workers 2`` and ``--engine dask --workers 2``;
+- ``siftcli filter --stream`` (``--workers 2``): the source read as a stream, twice, as a hub dataset would be;
 - ``siftcli filter --dedup`` alone (``--workers 2``): the job datatrove does, and the precision and recall of the rows
   it dropped against the planted copies;
 - datatrove's four-stage MinHash dedup (its default configuration: word 5-grams, 14 buckets of 8 hashes) on the same
@@ -212,7 +213,8 @@ def _run(sizes: list[int], before: str | None, previous: str | None = None) -> d
         runs = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
                 "siftcli x2": ["--dedup", "--keep", "0.5", "--workers", "2"],
                 "siftcli dask x2": ["--dedup", "--keep", "0.5", "--engine", "dask", "--workers", "2"],
-                "siftcli dedup x2": ["--dedup", "--workers", "2"]}
+                "siftcli dedup x2": ["--dedup", "--workers", "2"],
+                "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"]}
         for label, args in runs.items():
             print(f"{n} rows: {label}", file=sys.stderr, flush=True)
             got[label] = siftcli_run(folder, work, args, label.replace(" ", "-"))

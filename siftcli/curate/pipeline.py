@@ -83,6 +83,7 @@ class CurateResult:
     groups: dict[str, float] | None = None
     engine: str = "processes"
     workers: int = 1
+    source: str = "table"  # "stream": read as a stream (--stream), twice, never held whole
     phases: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -144,14 +145,17 @@ def chunk_bigrams(ctx: Context, job: tuple[int, int, np.ndarray]) -> dict[int, n
     return dd.bigram_sets(Tokens.load(_chunk_path(ctx.folder, k)), rows, first)
 
 
-def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, tokenizer: Any, *, keep: float | None,
-           similarity: float | None, engine: Engine, on_phase: Any = None) -> tuple[np.ndarray, dict[str, float], int | None]:
-    """The training rows (source row numbers, ascending) to keep, the seconds of each step, and how many rows the
-    near-copy search kept (None without one). ``holdout``: the
-    holdout's rows (a ``datasets.Dataset``) when the recipe's reference ranks by one; ``held``: which training rows
-    are the holdout's (``holdout_fraction``)."""
+def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: int | None, holdout: Any | None,
+           column: str, tokenizer: Any, *, keep: float | None, similarity: float | None, engine: Engine,
+           on_phase: Any = None) -> tuple[np.ndarray, dict[str, float], int | None, int]:
+    """The training rows (source row numbers, ascending) to keep, the seconds of each step, how many rows the
+    near-copy search kept (None without one) and how many pool rows there were.
+
+    ``jobs``: each chunk's rows (:func:`read_chunks` from an Arrow table, ``siftcli.curate.stream.stream_chunks`` from
+    a stream), ``count`` of them and ``rows_hint`` pool rows where known (the signature table is then filled in place
+    instead of joined at the end); ``holdout``: the holdout's rows (a ``datasets.Dataset``) when the recipe's reference
+    ranks by one; ``column``: the text column."""
     phases: dict[str, float] = {}
-    train = splits.train
     kind = recipe.sift.reference.kind if keep is not None else None
     if kind is not None and kind not in STREAMED_REFERENCES:
         raise SiftcliError(f"sift.reference.kind {kind}: the streamed filter ranks by ngram or naive-bayes")
@@ -160,23 +164,28 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
     try:
         ctx = Context(backend(tokenizer, recipe.max_length) or tokenizer, recipe.max_length, folder, head, tail,
                       want_signatures=similarity is not None, want_counts=kind == "ngram")
-        chunks = -(-len(train) // CHUNK_ROWS)
-        jobs = read_chunks(train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
         t0 = time.perf_counter()
         engine.share(ctx)
-        n = int((~held).sum())
-        sigs = np.empty((n, 64), dtype=np.uint32) if similarity is not None else None
+        filled = np.empty((rows_hint, 64), dtype=np.uint32) if similarity is not None and rows_hint is not None else None
+        parts: list[np.ndarray] = []
         total = np.zeros(BUCKETS) if kind == "ngram" else None
         scans: list[Scan] = []
         at = 0
-        for scan in engine.map(scan_chunk, jobs, chunks):  # results in chunk order; each folded in and let go
-            if sigs is not None:
-                sigs[at:at + len(scan.rows)] = scan.signatures
+        for scan in engine.map(scan_chunk, jobs, count):  # results in chunk order; each folded in and let go
+            if similarity is not None:
+                if filled is not None:
+                    filled[at:at + len(scan.rows)] = scan.signatures
+                else:
+                    parts.append(scan.signatures)
             if total is not None:
                 total += scan.counts
             at += len(scan.rows)
             scan.signatures = scan.counts = None
             scans.append(scan)
+        n = at
+        sigs = None if similarity is None else filled[:n] if filled is not None else \
+            np.concatenate(parts) if parts else np.zeros((0, 64), dtype=np.uint32)
+        parts = []
         phases["tokenize+sign"] = time.perf_counter() - t0
         if on_phase:
             on_phase("scanned", phases)
@@ -205,12 +214,12 @@ def curate(recipe: Recipe, splits: Any, holdout: Any | None, held: np.ndarray, t
             dedup_kept = len(chosen)
         if kind is not None:
             t0 = time.perf_counter()
-            reference = _fit(kind, recipe, holdout, splits.input_column, tokenizer, head, tail, scans, total)
+            reference = _fit(kind, recipe, holdout, column, tokenizer, head, tail, scans, total)
             jobs3 = [(k, scan.labels, reference) for k, scan in enumerate(scans)]
             scores = np.concatenate(list(engine.map(score_chunk, jobs3, len(jobs3)))) if scans else np.zeros(0, np.float32)
             chosen = chosen[lowest(scores[chosen], keep)]
             phases["reference"] = time.perf_counter() - t0
-        return rows[chosen], phases, dedup_kept
+        return rows[chosen], phases, dedup_kept, n
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -261,6 +270,17 @@ def streamable(recipe: Recipe, keep: float | None) -> str | None:
     return None
 
 
+def recipe_tokenizer(recipe: Recipe) -> Any:
+    """The tokenizer training uses (``model.tokenizer``, else the model's source): the filter ranks what the model sees."""
+    from siftcli.workload.models import load_tokenizer
+
+    m = recipe.model
+    tok_source = m.tokenizer or m.source
+    if tok_source.startswith("config:"):
+        raise SiftcliError("model.tokenizer: a model built from config: needs a tokenizer source (e.g. builtin:minilm)")
+    return load_tokenizer(tok_source)
+
+
 def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, output: Path, engine: Engine,
                 write: Any) -> CurateResult:
     """``siftcli filter`` on the streamed path: the recipe's training rows (as ``siftcli train`` splits them: the same
@@ -268,17 +288,12 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     path)`` with the data's own columns."""
     from siftcli.workload.build import splits_from_recipe
     from siftcli.workload.data import column_values
-    from siftcli.workload.models import load_tokenizer
     from siftcli.workload.rows import holdout_split, split_off
 
     started = time.perf_counter()
     t0 = time.perf_counter()
     splits = splits_from_recipe(recipe)
-    m = recipe.model
-    tok_source = m.tokenizer or m.source
-    if tok_source.startswith("config:"):
-        raise SiftcliError("model.tokenizer: a model built from config: needs a tokenizer source (e.g. builtin:minilm)")
-    tokenizer = load_tokenizer(tok_source)
+    tokenizer = recipe_tokenizer(recipe)
     ref = recipe.sift.reference
     held = np.zeros(len(splits.train), dtype=bool)
     holdout = None
@@ -289,14 +304,16 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     elif ref.holdout_source and keep is not None:
         holdout = holdout_split(recipe, splits.label_names)
     phases = {"read": time.perf_counter() - t0}
+    n = int((~held).sum())
+    jobs = read_chunks(splits.train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
     with engine:
-        kept, steps, dedup_kept = curate(recipe, splits, holdout, held, tokenizer, keep=keep, similarity=similarity, engine=engine)
+        kept, steps, dedup_kept, _ = curate(recipe, jobs, -(-len(splits.train) // CHUNK_ROWS), n, holdout,
+                                         splits.input_column, tokenizer, keep=keep, similarity=similarity, engine=engine)
     phases.update(steps)
     t0 = time.perf_counter()
     output.parent.mkdir(parents=True, exist_ok=True)
     write(splits.train.select(kept.tolist()), output)
     phases["write"] = time.perf_counter() - t0
-    n = int((~held).sum())
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n),
                           dedup_similarity=similarity, dedup_kept=dedup_kept,
                           reference_kind=ref.kind if keep is not None else None, engine=engine.kind,

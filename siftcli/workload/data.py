@@ -160,7 +160,10 @@ def load_splits(
     return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column, unlabeled=unlabeled)
 
 
-def _load_one(source: str, fmt: str, config_name: str | None, split: str, column_names: list[str] | None, key: str) -> Any:
+def _load_one(source: str, fmt: str, config_name: str | None, split: str, column_names: list[str] | None, key: str,
+              streaming: bool = False) -> Any:
+    """One source as a ``datasets.Dataset``, or with ``streaming`` an ``IterableDataset`` read as it is iterated (a hub
+    dataset is then never downloaded whole, a file never converted to Arrow)."""
     import datasets
 
     path = Path(source).expanduser()
@@ -190,21 +193,21 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
                 if split not in loaded:
                     raise SiftcliError(f"{key}: split {split!r} not in {source!r}; available splits: {', '.join(loaded)}")
                 loaded = loaded[split]
-            return loaded
+            return loaded.to_iterable_dataset() if streaming else loaded
         if fmt == "imagefolder":
-            return datasets.load_dataset("imagefolder", data_dir=str(path), split=split)
+            return datasets.load_dataset("imagefolder", data_dir=str(path), split=split, streaming=streaming)
         if fmt in ("csv", "tsv"):
             kwargs: dict[str, Any] = {"delimiter": "\t" if fmt == "tsv" else ","}
             if fmt == "tsv":
                 kwargs["quoting"] = 3  # csv.QUOTE_NONE: tab files carry quotes as text
             if column_names:
                 kwargs["column_names"] = column_names
-            return datasets.load_dataset("csv", data_files=str(path), split="train", **kwargs)
+            return datasets.load_dataset("csv", data_files=str(path), split="train", streaming=streaming, **kwargs)
         if fmt in ("json", "jsonl"):
-            return datasets.load_dataset("json", data_files=str(path), split="train")
+            return datasets.load_dataset("json", data_files=str(path), split="train", streaming=streaming)
         if fmt == "parquet":
-            return datasets.load_dataset("parquet", data_files=str(path), split="train")
-        return _load_hub(source, config_name, split, key)
+            return datasets.load_dataset("parquet", data_files=str(path), split="train", streaming=streaming)
+        return _load_hub(source, config_name, split, key, streaming)
     except SiftcliError:
         raise
     except Exception as exc:  # parser errors from pandas/pyarrow: name the file, keep one line
@@ -215,6 +218,20 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             raise SiftcliError(f"{key}: {source}: line {line} has {got} fields where the header has {expected}; "
                                "quote fields that contain the delimiter") from None
         raise SiftcliError(f"{key}: cannot read {source!r} as {fmt}: {first}") from None
+
+
+def stream_train(source: str, *, fmt: str = "auto", config_name: str | None = None, train_split: str = "train",
+                 column_names: list[str] | None = None) -> Any:
+    """The training source as a stream (``datasets.IterableDataset``): what ``siftcli filter --stream`` reads twice, once
+    to choose and once to write, holding neither pass in memory."""
+    import datasets
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
+    if source.startswith("builtin:"):
+        raise SiftcliError(f"data.source {source}: a built-in is small and held in memory; --stream reads files and hub "
+                           "datasets")
+    return _load_one(source, fmt, config_name, train_split, column_names, "data.source", streaming=True)
 
 
 def _ragged_line(path: Path, fmt: str, column_names: list[str] | None) -> tuple[int, int, int] | None:
@@ -239,11 +256,11 @@ def _ragged_line(path: Path, fmt: str, column_names: list[str] | None) -> tuple[
     return None
 
 
-def _load_hub(source: str, config_name: str | None, split: str, key: str) -> Any:
+def _load_hub(source: str, config_name: str | None, split: str, key: str, streaming: bool = False) -> Any:
     import datasets
 
     try:
-        return datasets.load_dataset(source, config_name, split=split)
+        return datasets.load_dataset(source, config_name, split=split, streaming=streaming)
     except ValueError as exc:
         if "split" in str(exc).lower():
             raise SiftcliError(f"{key}: split {split!r} not found for hub dataset {source!r}: {str(exc).splitlines()[0]}") from None
