@@ -53,6 +53,26 @@ def test_strategies_apply_by_recipe_and_say_why_the_rest_do_not(text_csv: Path) 
     check_arms(held, arms, "baseline")  # every strategy is a runnable row of the arms table
 
 
+@pytest.mark.parametrize("sift,keep,extra", [
+    ({"mode": "probabilistic", "beta": 1.0, "scoring": "memory"}, 0.5, 0.05),
+    ({"mode": "calibrated", "keep_fraction": 0.3, "scoring": "fresh"}, 0.3, 0.35),
+    ({"mode": "infobatch", "prune_fraction": 0.5, "scoring": "memory"}, 0.75, 0.05),
+])
+def test_the_recipes_own_sifting_is_priced_by_its_kept_share_and_scoring(text_csv: Path, sift: dict, keep: float,
+                                                                         extra: float) -> None:
+    from siftcli.plan.search import breadth_first, predicted_cost
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{f"sift.{k}": v for k, v in sift.items()}), "t")
+    found, _ = strategies(recipe)
+    own = next(c for c in found if c.arm == "sifted")
+    fresh = next(c for c in found if c.family == "online" and c.arm != "sifted")
+    assert (own.pool_fraction, own.extra_cost) == (pytest.approx(keep), extra)
+    assert predicted_cost(own, 100.0, 1.0) == pytest.approx(100 * (keep + extra))
+    online = [c.arm for c in breadth_first(found, 100.0) if c.family == "online"]
+    cheaper_first = predicted_cost(own, 100.0, 1.0) < predicted_cost(fresh, 100.0, 1.0)
+    assert online == (["sifted", fresh.arm] if cheaper_first else [fresh.arm, "sifted"])
+
+
 def test_the_filter_and_random_subset_rows_check_their_settings(text_csv: Path) -> None:
     plain = validate_recipe(tiny_recipe_dict(text_csv), "t")
     for arm, expected in (("filter:fraction=2", "fraction must be a number in (0, 1]"),

@@ -28,6 +28,7 @@ class Candidate:
     about: str
     pool_fraction: float | None  # share of the pool it trains on (None: decided while training)
     trials: list[Trial] = field(default_factory=list)
+    extra_cost: float = 0.0  # predicted cost beyond its pool share, in runs of its schedule (a scoring forward)
     outcome: str = "waiting"  # promoted, stopped at rung 0, within tolerance, worse than tolerance, over budget, ...
 
 

@@ -36,8 +36,6 @@ FIDELITY = 1 / 3
 RUNG0_SHARE = 0.6
 #: At most this many candidates reach the full schedule.
 PROMOTE = 3
-#: A first guess of an online-sifting run's cost beyond its kept fraction (the scoring forward), before it is measured.
-SCORING_GUESS = 0.35
 
 
 @dataclass
@@ -71,15 +69,13 @@ def at_fidelity(recipe: Recipe, fidelity: float) -> Recipe:
 
 
 def predicted_cost(candidate: Candidate, unit: float, fidelity: float) -> float:
-    """Seconds a trial should take: its share of the pool (plus scoring, for online sifting) of a baseline run, or, once
-    a lower rung ran, that rung's measured seconds scaled up."""
+    """Seconds a trial should take: its share of the pool plus its extra cost (the scoring forward of online sifting) of
+    a baseline run, or, once a lower rung ran, that rung's measured seconds scaled up."""
     ran = [t for t in candidate.trials if t.status == "complete" and t.fidelity < fidelity]
     if ran:
         return ran[-1].seconds * fidelity / ran[-1].fidelity
     share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
-    if candidate.family == "online":
-        share += SCORING_GUESS
-    return unit * fidelity * share
+    return unit * fidelity * (share + candidate.extra_cost)
 
 
 @dataclass

@@ -20,8 +20,27 @@ FILTER_FRACTIONS = (0.25, 0.5)
 LESS_FRACTIONS = (0.35, 0.5)
 #: Online sifting: the kept fraction per raw batch (calibrated, so its cost is known in advance).
 ONLINE_KEEP = 0.5
+#: A first guess of online sifting's cost beyond its kept fraction, in runs of its schedule, before a rung measures it:
+#: a fresh scoring forward over every raw batch (a forward is about a third of a training step), or, scoring from
+#: memory, the refresh of stale losses. Measured on the default recipe at a kept share of 0.66 (docs/benchmarks.md,
+#: scoring that costs nothing): 0.84 of the baseline's time with fresh scoring, 0.70 from memory.
+SCORING_GUESS = {"fresh": 0.35, "memory": 0.05}
 #: Cheap references first: they cost milliseconds; a holdout model costs a small training run.
 CHEAP_REFERENCES = ("ngram", "naive-bayes", "holdout")
+
+
+def expected_keep(recipe: Recipe) -> float:
+    """The share of each raw batch the recipe's sifting should keep: its ``keep_fraction`` (calibrated, random), what
+    InfoBatch keeps when half the rows are below the mean, else ``1/(1+beta)``, the expected share of ``percentile **
+    beta`` (the cheap rung then measures it)."""
+    from siftcli.sift.algorithm import target_keep_fraction
+
+    s = recipe.sift
+    if s.mode in ("calibrated", "random") and s.keep_fraction is not None:
+        return s.keep_fraction
+    if s.mode == "infobatch":
+        return 1 - s.prune_fraction / 2
+    return target_keep_fraction(s.beta)
 
 
 def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
@@ -30,8 +49,8 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     out: list[Candidate] = []
     skipped: list[Skipped] = []
 
-    def add(arm: str, family: str, fraction: float | None) -> None:
-        out.append(Candidate(arm, family, arm_row(arm).about, fraction))
+    def add(arm: str, family: str, fraction: float | None, extra: float = 0.0) -> None:
+        out.append(Candidate(arm, family, arm_row(arm).about, fraction, extra_cost=extra))
 
     for f in LESS_FRACTIONS:
         add(f"train-less:fraction={f}", "fewer-epochs", f)
@@ -56,9 +75,10 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
                 None)
     else:
         skipped.append(Skipped("dedup", f"near-duplicate removal compares token bigrams; {recipe.task} has no text"))
-    add(f"sifted:mode=calibrated,keep_fraction={ONLINE_KEEP},score=loss,scoring=fresh", "online", ONLINE_KEEP)
-    if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them
-        add("sifted", "online", None)  # its kept fraction is measured by its cheap rung
+    add(f"sifted:mode=calibrated,keep_fraction={ONLINE_KEEP},score=loss,scoring=fresh", "online", ONLINE_KEEP,
+        SCORING_GUESS["fresh"])
+    if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
+        add("sifted", "online", expected_keep(recipe), SCORING_GUESS[recipe.sift.scoring])
     if recipe.distill is None:
         skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
     elif recipe.distill.cache is False:
