@@ -351,8 +351,9 @@ def _section(results: dict[str, Any]) -> list[str]:
              "`datasets` cache each; peak = resident memory of the whole process tree). Pools: three SST-2/MR sentences "
              "a row, 10% planted near-copies. `siftcli` rows run `siftcli filter --dedup --keep 0.5` (near-copies out, "
              "then the n-gram reference's lowest half; the tokenizer is MiniLM's, `max_length` 128) unless marked "
-             "`dedup`; datatrove runs its four-stage MinHash dedup (word 5-grams, 14 buckets of 8 hashes). Precision and "
-             "recall are of the dropped rows against the planted copies.", "",
+             "`dedup`; `stream` adds `--stream` (the CSV read as a stream, twice, as a hub dataset would be); a commit "
+             "in brackets is that earlier version, run in the same session; datatrove runs its four-stage MinHash dedup "
+             "(word 5-grams, 14 buckets of 8 hashes). Precision and recall are of the dropped rows against the planted copies.", "",
              "| rows | tool | wall s | rows/s | MB/s per core | peak MB | dedup precision | dedup recall | kept |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     sizes = {n: got for n, got in results.items() if n.isdigit()}
