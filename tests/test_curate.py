@@ -119,6 +119,14 @@ def test_a_stream_keeps_the_sources_own_values_and_counts_groups_on_the_second_p
     rows = [json.loads(line) for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
     assert len(rows) == got.kept == 60 and {r["label"] for r in rows} <= {"neg", "pos"}  # names as the source has them
     assert got.groups == {g: sum(r["site"] == g for r in rows) / 60 for g in ("a", "b")}
+    elsewhere = recipe.model_copy(update={"data": recipe.data.model_copy(update={"group_column": "town"})})
+    with pytest.raises(SiftcliError, match="data.group_column: column 'town' not found in the training data"):
+        run_filter(elsewhere, 0.5, str(tmp_path / "x.jsonl"), None, engine=Engine(workers=1), stream=True)
+    assert not (tmp_path / "x.jsonl").exists()  # nothing half-written
+    (folder / "empty.jsonl").write_text("")
+    empty = recipe.model_copy(update={"data": recipe.data.model_copy(update={"source": str(folder / "empty.jsonl")})})
+    with pytest.raises(SiftcliError, match="empty"):
+        run_filter(empty, 0.5, str(tmp_path / "x.jsonl"), None, engine=Engine(workers=1), stream=True)
     unnamed = recipe.model_copy(update={"data": recipe.data.model_copy(update={"label_names": None})})
     with pytest.raises(SiftcliError, match="data.label_names: --stream with a label reference needs the label names"):
         run_filter(unnamed, 0.5, str(tmp_path / "x.jsonl"), None, engine=Engine(workers=1), stream=True)

@@ -185,7 +185,7 @@ def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: 
         n = at
         sigs = None if similarity is None else filled[:n] if filled is not None else \
             np.concatenate(parts) if parts else np.zeros((0, 64), dtype=np.uint32)
-        parts = []
+        parts, filled = [], None  # sigs is now the only reference: dropping it frees the table
         phases["tokenize+sign"] = time.perf_counter() - t0
         if on_phase:
             on_phase("scanned", phases)

@@ -118,6 +118,9 @@ def write_kept(batches: Iterator[dict[str, list]], kept: np.ndarray, path: Path,
             at = 0
             for batch in batches:
                 names = list(batch)
+                if group_column and group_column not in batch:
+                    raise SiftcliError(f"data.group_column: column {group_column!r} not found in the training data; "
+                                       f"available columns: {', '.join(names)}")
                 n = len(batch[names[0]]) if names else 0
                 lo, hi = np.searchsorted(kept, [at, at + n])
                 if kind != "jsonl" and table is None:
@@ -168,6 +171,8 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
     with engine:
         kept, steps, dedup_kept, n = curate(recipe, jobs, None, None, holdout, column, tokenizer, keep=keep,
                                          similarity=similarity, engine=engine)
+    if n == 0:
+        raise SiftcliError(f"data: the training data from {d.source!r} is empty")
     phases.update(steps)
     t0 = time.perf_counter()
     output.parent.mkdir(parents=True, exist_ok=True)
