@@ -258,7 +258,10 @@ def _ragged_line(path: Path, fmt: str, column_names: list[str] | None) -> tuple[
 
 def _load_hub(source: str, config_name: str | None, split: str, key: str, streaming: bool = False) -> Any:
     import datasets
+    from huggingface_hub.utils import logging as hub_logging
 
+    # an unreachable hub is siftcli's one line below, not also a retry warning per attempt from huggingface_hub
+    hub_logging.set_verbosity_error()
     try:
         return datasets.load_dataset(source, config_name, split=split, streaming=streaming)
     except ValueError as exc:
