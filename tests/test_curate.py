@@ -166,6 +166,19 @@ def test_filter_stream_on_the_command_line_is_one_line_and_exit_2_when_refused(t
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "data.eval_source" in bad.output, bad.output
 
 
+def test_distinct_is_np_unique_and_candidates_are_each_pair_once_lower_first() -> None:
+    from siftcli.curate.tokens import distinct
+
+    rng = np.random.default_rng(0)
+    for values in (np.zeros(0, np.int64), rng.integers(0, 50, 1000), rng.integers(0, 2**40, 5000, dtype=np.uint64)):
+        assert np.array_equal(distinct(values), np.unique(values)) and distinct(values).dtype == values.dtype
+    sigs = rng.integers(0, 3, (300, 64), dtype=np.uint32)  # values from 3: many shared bands, many pairs
+    sigs[150:] = sigs[:150]  # and 150 exact copies
+    pairs = dedup.candidates(sigs, 0.7)
+    assert (pairs[:, 0] < pairs[:, 1]).all() and len(np.unique(pairs, axis=0)) == len(pairs)
+    assert {(i, i + 150) for i in range(150)} <= set(map(tuple, pairs.tolist()))
+
+
 def test_signatures_are_a_function_of_each_row_so_chunks_and_blocks_do_not_matter() -> None:
     rng = random.Random(1)
     rows = [[rng.randrange(1000, 5000) for _ in range(rng.randrange(0, 40))] for _ in range(500)]

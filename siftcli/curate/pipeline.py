@@ -32,7 +32,7 @@ import numpy as np
 from siftcli.curate import dedup as dd
 from siftcli.curate.engines import Engine
 from siftcli.curate.ngram import BUCKETS, Fitted, LabelFit, Relevance, pool_counts
-from siftcli.curate.tokens import Tokens, backend, from_texts, markers, strip_markers
+from siftcli.curate.tokens import Tokens, backend, distinct, from_texts, markers, strip_markers
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 
@@ -197,7 +197,7 @@ def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: 
             t0 = time.perf_counter()
             pairs = dd.candidates(sigs, similarity)
             sigs = None
-            wanted = dd.distinct(pairs.ravel())
+            wanted = distinct(pairs.ravel())
 
             def bigrams(_: np.ndarray) -> dict[int, np.ndarray]:
                 found: dict[int, np.ndarray] = {}
@@ -239,7 +239,7 @@ def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, h
             ref.add_counts(total)
             return ref.fitted()
         held_labels = np.asarray(column_values(holdout, "label"), dtype=np.int64)
-        pool_labels = np.unique(np.concatenate([s.labels for s in scans])) if scans else np.zeros(0, np.int64)
+        pool_labels = distinct(np.concatenate([s.labels for s in scans])) if scans else np.zeros(0, np.int64)
         return LabelFit(target, held_labels, sorted(set(held_labels.tolist()) | set(pool_labels.tolist())), BUCKETS).fitted()
     except ValueError as exc:
         raise SiftcliError(f"sift.reference.kind {kind}: {exc}") from None

@@ -45,6 +45,13 @@ class Tokens:
             return Tokens(f["ids"], f["offsets"])
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The sorted distinct values of a 1-D array. ``np.unique`` does the same, but numpy 2's hashing implementation took
+    5.2 s on 5 million int64 where a sort and a comparison take 0.3 s (measured here, numpy 2.4)."""
+    s = np.sort(values)
+    return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
+
+
 def from_sequences(sequences: Sequence[Sequence[int]]) -> Tokens:
     """Rows given as sequences of ids (lists, tensors, arrays)."""
     seqs = [s.tolist() if hasattr(s, "tolist") else s for s in sequences]
@@ -103,7 +110,7 @@ def shared_markers(tokens: Tokens) -> tuple[int | None, int | None]:
     filled = tokens.lengths > 0
     if not filled.any():
         return None, None
-    heads, tails = np.unique(tokens.ids[tokens.offsets[:-1][filled]]), np.unique(tokens.ids[tokens.offsets[1:][filled] - 1])
+    heads, tails = distinct(tokens.ids[tokens.offsets[:-1][filled]]), distinct(tokens.ids[tokens.offsets[1:][filled] - 1])
     return (int(heads[0]) if heads.size == 1 else None), (int(tails[0]) if tails.size == 1 else None)
 
 
