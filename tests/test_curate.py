@@ -166,6 +166,31 @@ def test_filter_stream_on_the_command_line_is_one_line_and_exit_2_when_refused(t
     assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1 and "data.eval_source" in bad.output, bad.output
 
 
+def test_a_hub_source_is_streamed_at_the_revision_the_recipe_pins_and_a_local_one_refuses_a_revision(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    from siftcli.workload.data import stream_train
+
+    asked: list[tuple] = []
+
+    def hub(source, config=None, **kwargs):  # noqa: ANN001, ANN003, ANN202  (this machine has no hub to ask)
+        asked.append((source, config, kwargs))
+        return datasets.Dataset.from_dict({"text": ["a b c"], "label": [0]}).to_iterable_dataset()
+
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    rows = list(stream_train("org/pool", config_name="en", train_split="train", revision="4f2e1c"))
+    assert rows == [{"text": "a b c", "label": 0}]
+    assert asked == [("org/pool", "en", {"split": "train", "streaming": True, "revision": "4f2e1c"})]
+    monkeypatch.undo()
+    folder = _pool(tmp_path, rows=40, copies=0)
+    recipe = _recipe(folder, **{"data.revision": "v1"})
+    with pytest.raises(SiftcliError, match="data.revision 'v1': a revision names a hub dataset's commit, tag or branch"):
+        run_filter(recipe, None, str(tmp_path / "x.csv"), 0.7, engine=Engine(workers=1), stream=True)
+    with pytest.raises(SiftcliError, match="data.revision 'v1'"):
+        run_filter(recipe, None, str(tmp_path / "x.csv"), 0.7, engine=Engine(workers=1))
+
+
 def test_distinct_is_np_unique_and_candidates_are_each_pair_once_lower_first() -> None:
     from siftcli.curate.tokens import distinct
 

@@ -159,7 +159,7 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
 
     def open_stream() -> Iterator[dict[str, list]]:
         stream = stream_train(d.source, fmt=d.format, config_name=d.config_name, train_split=d.train_split,
-                              column_names=d.column_names)
+                              column_names=d.column_names, revision=d.revision)
         return _batches(stream, d.source, pipeline.CHUNK_ROWS)
 
     t0 = time.perf_counter()

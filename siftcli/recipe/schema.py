@@ -74,6 +74,8 @@ class DataSpec(_Strict):
     source: str = "builtin:vader-words"
     format: Literal["auto", "csv", "tsv", "jsonl", "json", "parquet", "disk", "hub", "imagefolder"] = "auto"
     config_name: str | None = None
+    revision: str | None = Field(default=None, description="a hub dataset's commit, tag or branch: what every read sees "
+                                                           "(siftcli filter --stream reads the source twice)")
     train_split: str = "train"
     eval_split: str | None = None
     eval_source: str | None = None

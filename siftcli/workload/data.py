@@ -80,6 +80,7 @@ def load_splits(
     task: str,
     fmt: str = "auto",
     config_name: str | None = None,
+    revision: str | None = None,
     train_split: str = "train",
     eval_split: str | None = None,
     eval_source: str | None = None,
@@ -103,13 +104,16 @@ def load_splits(
     # ("Failed to read file ...") would be a second line on stderr
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     if source.startswith("builtin:"):
+        if revision is not None:
+            raise SiftcliError(f"data.revision {revision!r}: a revision names a hub dataset's commit, tag or branch; "
+                               f"{source} is built in: leave data.revision out")
         if source not in BUILTIN_DATA:
             raise SiftcliError(f"data.source: unknown built-in {source!r}; known: {', '.join(BUILTIN_DATA)}")
         tr, ev = vader_words(eval_fraction, seed)
         train, evald = datasets.Dataset.from_dict(tr), datasets.Dataset.from_dict(ev)
         text_column, label_column = "text", "label"
     else:
-        train = _load_one(source, fmt, config_name, train_split, column_names, "data.source")
+        train = _load_one(source, fmt, config_name, train_split, column_names, "data.source", revision=revision)
         if TASKS[task].labels == "class" and label_column in train.column_names:
             _check_labels(column_values(train, label_column), label_names, source, column_names)
         if eval_source:
@@ -117,7 +121,7 @@ def load_splits(
             if TASKS[task].labels == "class" and label_column in evald.column_names:
                 _check_labels(column_values(evald, label_column), label_names, eval_source, column_names, ids_from_train=True)
         elif eval_split:
-            evald = _load_one(source, fmt, config_name, eval_split, column_names, "data.eval_split")
+            evald = _load_one(source, fmt, config_name, eval_split, column_names, "data.eval_split", revision=revision)
         else:
             if len(train) < 2:
                 raise SiftcliError(f"data.source {source!r}: {len(train)} rows; need at least 2 to hold out evaluation data")
@@ -161,7 +165,7 @@ def load_splits(
 
 
 def _load_one(source: str, fmt: str, config_name: str | None, split: str, column_names: list[str] | None, key: str,
-              streaming: bool = False) -> Any:
+              streaming: bool = False, revision: str | None = None) -> Any:
     """One source as a ``datasets.Dataset``, or with ``streaming`` an ``IterableDataset`` read as it is iterated (a hub
     dataset is then never downloaded whole, a file never converted to Arrow)."""
     import datasets
@@ -181,6 +185,9 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             fmt = "hub"
     if fmt != "hub" and not path.exists():
         raise SiftcliError(f"{key}: file or folder {source!r} not found")
+    if revision is not None and fmt != "hub":
+        raise SiftcliError(f"data.revision {revision!r}: a revision names a hub dataset's commit, tag or branch; "
+                           f"{source!r} is a local {fmt} source: leave data.revision out")
     if fmt in ("csv", "tsv", "jsonl", "json") and path.is_file():
         with path.open("rb") as fh:
             lines = sum(1 for line in fh if line.strip())
@@ -207,7 +214,7 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             return datasets.load_dataset("json", data_files=str(path), split="train", streaming=streaming)
         if fmt == "parquet":
             return datasets.load_dataset("parquet", data_files=str(path), split="train", streaming=streaming)
-        return _load_hub(source, config_name, split, key, streaming)
+        return _load_hub(source, config_name, split, key, streaming, revision)
     except SiftcliError:
         raise
     except Exception as exc:  # parser errors from pandas/pyarrow: name the file, keep one line
@@ -221,7 +228,7 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
 
 
 def stream_train(source: str, *, fmt: str = "auto", config_name: str | None = None, train_split: str = "train",
-                 column_names: list[str] | None = None) -> Any:
+                 column_names: list[str] | None = None, revision: str | None = None) -> Any:
     """The training source as a stream (``datasets.IterableDataset``): what ``siftcli filter --stream`` reads twice, once
     to choose and once to write, holding neither pass in memory."""
     import datasets
@@ -231,7 +238,7 @@ def stream_train(source: str, *, fmt: str = "auto", config_name: str | None = No
     if source.startswith("builtin:"):
         raise SiftcliError(f"data.source {source}: a built-in is small and held in memory; --stream reads files and hub "
                            "datasets")
-    return _load_one(source, fmt, config_name, train_split, column_names, "data.source", streaming=True)
+    return _load_one(source, fmt, config_name, train_split, column_names, "data.source", streaming=True, revision=revision)
 
 
 def _ragged_line(path: Path, fmt: str, column_names: list[str] | None) -> tuple[int, int, int] | None:
@@ -256,14 +263,15 @@ def _ragged_line(path: Path, fmt: str, column_names: list[str] | None) -> tuple[
     return None
 
 
-def _load_hub(source: str, config_name: str | None, split: str, key: str, streaming: bool = False) -> Any:
+def _load_hub(source: str, config_name: str | None, split: str, key: str, streaming: bool = False,
+              revision: str | None = None) -> Any:
     import datasets
     from huggingface_hub.utils import logging as hub_logging
 
     # an unreachable hub is siftcli's one line below, not also a retry warning per attempt from huggingface_hub
     hub_logging.set_verbosity_error()
     try:
-        return datasets.load_dataset(source, config_name, split=split, streaming=streaming)
+        return datasets.load_dataset(source, config_name, split=split, streaming=streaming, revision=revision)
     except ValueError as exc:
         if "split" in str(exc).lower():
             raise SiftcliError(f"{key}: split {split!r} not found for hub dataset {source!r}: {str(exc).splitlines()[0]}") from None
