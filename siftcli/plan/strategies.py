@@ -14,6 +14,7 @@ from siftcli.curate.dedup import DEFAULT_SIMILARITY
 from siftcli.plan.record import Candidate, Skipped
 from siftcli.recipe.schema import Recipe
 from siftcli.tasks import TASKS
+from siftcli.training.setup import sift_config
 
 #: Kept fractions tried for a static filter, and for training less.
 FILTER_FRACTIONS = (0.25, 0.5)
@@ -27,20 +28,6 @@ ONLINE_KEEP = 0.5
 SCORING_GUESS = {"fresh": 0.35, "memory": 0.05}
 #: Cheap references first: they cost milliseconds; a holdout model costs a small training run.
 CHEAP_REFERENCES = ("ngram", "naive-bayes", "holdout")
-
-
-def expected_keep(recipe: Recipe) -> float:
-    """The share of each raw batch the recipe's sifting should keep: its ``keep_fraction`` (calibrated, random), what
-    InfoBatch keeps when half the rows are below the mean, else ``1/(1+beta)``, the expected share of ``percentile **
-    beta`` (the cheap rung then measures it)."""
-    from siftcli.sift.algorithm import target_keep_fraction
-
-    s = recipe.sift
-    if s.mode in ("calibrated", "random") and s.keep_fraction is not None:
-        return s.keep_fraction
-    if s.mode == "infobatch":
-        return 1 - s.prune_fraction / 2
-    return target_keep_fraction(s.beta)
 
 
 def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
@@ -78,7 +65,8 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     add(f"sifted:mode=calibrated,keep_fraction={ONLINE_KEEP},score=loss,scoring=fresh", "online", ONLINE_KEEP,
         SCORING_GUESS["fresh"])
     if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
-        add("sifted", "online", expected_keep(recipe), SCORING_GUESS[recipe.sift.scoring])
+        # its expected kept share is the engine's own (SiftConfig.target_keep_fraction); the cheap rung then measures it
+        add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, SCORING_GUESS[recipe.sift.scoring])
     if recipe.distill is None:
         skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
     elif recipe.distill.cache is False:
