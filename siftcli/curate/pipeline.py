@@ -113,6 +113,13 @@ def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | 
                 tokens=int(tokens.ids.size))
 
 
+def check_texts(texts: list, column: str) -> None:
+    """A chunk's texts are all strings (a number or an empty cell among them is one line naming the column)."""
+    bad = next((t for t in texts if not isinstance(t, str)), None)
+    if bad is not None:
+        raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+
+
 def read_chunks(train: Any, column: str, pair_column: str | None, held: np.ndarray, chunk: int) -> Iterator[tuple]:
     """Scan jobs: each chunk's pool rows (the holdout's left out) read through Arrow only when its job is sent."""
     for k, lo in enumerate(range(0, len(train), chunk)):
@@ -124,9 +131,7 @@ def read_chunks(train: Any, column: str, pair_column: str | None, held: np.ndarr
         if len(pool) < len(texts):
             texts = [texts[i] for i in pool]
             pairs = None if pairs is None else [pairs[i] for i in pool]
-        bad = next((t for t in texts if not isinstance(t, str)), None)
-        if bad is not None:
-            raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+        check_texts(texts, column)
         labels = np.asarray(batch["label"].to_pylist(), dtype=np.int64)[pool] if "label" in batch.column_names else \
             np.zeros(len(pool), dtype=np.int64)
         yield k, pool + lo, texts, pairs, labels

@@ -93,9 +93,7 @@ def stream_chunks(batches: Iterator[dict[str, list]], column: str, pair_column: 
                 raise SiftcliError(f"data: column {name!r} not found in the train data; available columns: "
                                    f"{', '.join(batch)}")
         texts = batch[column]
-        bad = next((t for t in texts if not isinstance(t, str)), None)
-        if bad is not None:
-            raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+        pipeline.check_texts(texts, column)
         n = len(texts)
         lab = labels(batch[label_column]) if label_column in batch else np.zeros(n, dtype=np.int64)
         yield k, np.arange(at, at + n, dtype=np.int64), texts, batch[pair_column] if pair_column else None, lab

@@ -104,9 +104,7 @@ def load_splits(
     # ("Failed to read file ...") would be a second line on stderr
     datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     if source.startswith("builtin:"):
-        if revision is not None:
-            raise SiftcliError(f"data.revision {revision!r}: a revision names a hub dataset's commit, tag or branch; "
-                               f"{source} is built in: leave data.revision out")
+        _no_revision(revision, source, "built in")
         if source not in BUILTIN_DATA:
             raise SiftcliError(f"data.source: unknown built-in {source!r}; known: {', '.join(BUILTIN_DATA)}")
         tr, ev = vader_words(eval_fraction, seed)
@@ -164,6 +162,13 @@ def load_splits(
     return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column, unlabeled=unlabeled)
 
 
+def _no_revision(revision: str | None, source: str, kind: str) -> None:
+    """A revision names a hub dataset's commit, tag or branch: on any other source it is a mistake, said in one line."""
+    if revision is not None:
+        raise SiftcliError(f"data.revision {revision!r}: a revision names a hub dataset's commit, tag or branch; "
+                           f"{source} is {kind}: leave data.revision out")
+
+
 def _load_one(source: str, fmt: str, config_name: str | None, split: str, column_names: list[str] | None, key: str,
               streaming: bool = False, revision: str | None = None) -> Any:
     """One source as a ``datasets.Dataset``, or with ``streaming`` an ``IterableDataset`` read as it is iterated (a hub
@@ -185,9 +190,8 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             fmt = "hub"
     if fmt != "hub" and not path.exists():
         raise SiftcliError(f"{key}: file or folder {source!r} not found")
-    if revision is not None and fmt != "hub":
-        raise SiftcliError(f"data.revision {revision!r}: a revision names a hub dataset's commit, tag or branch; "
-                           f"{source!r} is a local {fmt} source: leave data.revision out")
+    if fmt != "hub":
+        _no_revision(revision, repr(source), f"a local {fmt} source")
     if fmt in ("csv", "tsv", "jsonl", "json") and path.is_file():
         with path.open("rb") as fh:
             lines = sum(1 for line in fh if line.strip())
