@@ -253,14 +253,15 @@ def _timed(fn: Any, repeats: int = 3) -> tuple[float, Any]:
 def libraries(rows: int = 20_000) -> dict[str, Any]:
     """The hand-written steps against the libraries for the same jobs, on the first ``rows`` rows of the 100k pool,
     in this process: MinHash signatures and LSH candidates (datasketch), the n-gram and naive-Bayes references (the
-    hand-written torch counting siftcli used before against scikit-learn's MultinomialNB; HashingVectorizer)."""
+    hand-written torch counting siftcli used before against scikit-learn's MultinomialNB; HashingVectorizer), and
+    numpy's ``np.unique`` against the sort-based ``distinct`` the near-copy search uses."""
     import numpy as np
     from datasketch import MinHash, MinHashLSH
     from sklearn.feature_extraction.text import HashingVectorizer
 
     from benchmarks.data import curation_pool
     from siftcli.curate import dedup, ngram
-    from siftcli.curate.tokens import from_texts, markers, strip_markers
+    from siftcli.curate.tokens import distinct, from_texts, markers, strip_markers
     from siftcli.workload.models import load_tokenizer
 
     folder = curation_pool(100_000)
@@ -271,7 +272,7 @@ def libraries(rows: int = 20_000) -> dict[str, Any]:
     with (folder / "target.csv").open(encoding="utf-8") as f:
         target = [r for r in csv.DictReader(f)]
     tok = load_tokenizer("builtin:minilm")
-    t_tok, tokens = _timed(lambda: from_texts(tok, texts, 128), 1)
+    t_tok, tokens = _timed(lambda: from_texts(tok, texts, 128))
     out: dict[str, Any] = {"rows": rows, "tokenize": t_tok}
     out["siftcli signatures"], sigs = _timed(lambda: dedup.signatures(tokens))
     hashes, owner = dedup.shingle_hashes(tokens)
@@ -324,6 +325,9 @@ def libraries(rows: int = 20_000) -> dict[str, Any]:
     vec = HashingVectorizer(ngram_range=(1, 2), n_features=ngram.BUCKETS, alternate_sign=False, norm=None)
     out["HashingVectorizer on the texts"], _ = _timed(lambda: vec.transform(texts))
     out["siftcli counts on the tokens"], _ = _timed(lambda: ngram.counts(bare))
+    codes = np.random.default_rng(0).integers(0, 2**40, 5_000_000)  # pair codes, as many as a million rows' bands give
+    out["np.unique on 5M int64"], _ = _timed(lambda: np.unique(codes))
+    out["siftcli distinct (a sort) on 5M int64"], _ = _timed(lambda: distinct(codes))
     return out
 
 

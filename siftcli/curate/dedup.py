@@ -143,8 +143,9 @@ def candidates(sigs: np.ndarray, threshold: float = DEFAULT_SIMILARITY) -> np.nd
     a pair at the threshold falls that far below it with probability about 1e-5. Pools whose rows share long parts
     (a sentence in common) put millions of such pairs into some band; measured on a million rows, confirming each
     exactly took 372 s of a 475 s filter. The prefilter runs band by band, each band's pairs coded as one ``int64``
-    (``lower * rows + higher``), so only the pairs that pass are kept: on a million rows with 5 million band pairs,
-    4.2 s and 170 MB beside the signatures, where collecting every pair first took 8.9 s and 460 MB."""
+    (``lower * rows + higher``), so only the pairs that pass are kept, never every band's pairs at once (millions on a
+    large pool; with the signature table freed after this search, a million rows went from 74.7 s and 1,677 MB to
+    68.9 s and 1,367 MB: ``python -m benchmarks curation --previous 905e546``)."""
     n = len(sigs)
     if n >= 3_000_000_000:  # lower * n + higher must fit in int64
         raise SiftcliError(f"near-duplicate search: {n} rows; at most 3 billion in one search")

@@ -47,7 +47,8 @@ class Tokens:
 
 def distinct(values: np.ndarray) -> np.ndarray:
     """The sorted distinct values of a 1-D array. ``np.unique`` does the same, but numpy 2's hashing implementation took
-    5.2 s on 5 million int64 where a sort and a comparison take 0.3 s (measured here, numpy 2.4)."""
+    4.3 s on 5 million int64 where a sort and a comparison take 0.3 s (``python -m benchmarks curation --libraries``,
+    numpy 2.4)."""
     s = np.sort(values)
     return s[np.r_[True, s[1:] != s[:-1]]] if s.size else s
 
