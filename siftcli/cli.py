@@ -334,6 +334,13 @@ def plan(
                                              "baseline and still count.")] = 1.0,
     seeds: Annotated[int, typer.Option("--seeds", help="Paired seeds confirming the best (5 for an accuracy claim).")] = 3,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted plan folder.")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Processes on this machine taking the plan's jobs (each "
+                                         "trains on its share of the cores).")] = 1,
+    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL shared by several machines "
+                                         "(postgresql://..., sqlite:///plan.db); default: a journal file in the plan "
+                                         "folder.")] = "",
+    study: Annotated[Optional[str], typer.Option("--study", help="The study's name in --storage: the same on every "
+                                                 "machine of one plan.")] = None,
     set_: SetOpt = None,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
@@ -354,20 +361,21 @@ def plan(
     if resume and recipe is not None:
         raise SiftcliError("--resume continues the plan with its saved recipe and settings; give no RECIPE")
     if not resume:
-        check_options(budget, tolerance, seeds)
+        check_options(budget, tolerance, seeds, workers, storage, study)
     cfg = None if resume else _load(recipe, set_)
     with _Progress(not quiet and not json_) as progress:
         def events(kind: str, data: dict[str, Any]) -> None:
             if kind == "plan" and not quiet and not json_:
                 left = data.get("left")
-                where = f"rung {data['fidelity']:.2f}" if "fidelity" in data else f"seed {data.get('seed')}"
+                where = f"rung {data['fidelity']:.2f}" if "fidelity" in data else \
+                    f"seed {data['seed']}" if "seed" in data else "another process is training"
                 err_console.print(f"plan: {data['phase']} {data['arm']} ({where}"
                                   + (f", {left:.0f} s left in the budget)" if left is not None else ")"), highlight=False)
             elif kind != "plan":
                 progress(kind, data)
 
         folder, record = run_plan(cfg, budget=budget, tolerance=tolerance, seeds=seeds, output=output, resume=resume,
-                                  on_event=None if json_ else events)
+                                  on_event=None if json_ else events, workers=workers, storage=storage, study=study)
     _emit_json({"run_dir": str(folder), **dataclasses.asdict(record)}) if json_ else console.print(plan_view(record, str(folder)))
 
 

@@ -76,3 +76,13 @@ def tiny_recipe(tmp_path: Path, text_csv: Path):
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test its own reference cache: a test never reads another's references (or the user's)."""
     monkeypatch.setenv("SIFTCLI_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
+    """A real PostgreSQL server (pgserver ships its binaries on PyPI): the storage several machines share."""
+    pgserver = pytest.importorskip("pgserver")
+    pytest.importorskip("psycopg")
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()

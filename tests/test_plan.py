@@ -50,6 +50,12 @@ def test_strategies_apply_by_recipe_and_say_why_the_rest_do_not(text_csv: Path) 
     arms = [c.arm for c in found]
     assert "filter:fraction=0.25,reference=naive-bayes" in arms and "filter:fraction=0.5,reference=holdout" in arms
     assert any(c.family == "dedup+filter" for c in found)
+    assert "sifted:mode=probabilistic,beta=1,score=reference,scoring=fresh" in arms  # the holdout's score, online
+    assert len(arms) == len(set(arms))
+    same = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.mode": "probabilistic", "sift.beta": 2.0,
+                                                         "sift.score": "loss", "sift.scoring": "memory"}), "t")
+    online = [c.arm for c in strategies(same)[0] if c.family == "online"]
+    assert "sifted" in online and not any("beta=2,score=loss,scoring=memory" in a for a in online)  # not twice
     check_arms(held, arms, "baseline")  # every strategy is a runnable row of the arms table
 
 
@@ -68,9 +74,10 @@ def test_the_recipes_own_sifting_is_priced_by_its_kept_share_and_scoring(text_cs
     fresh = next(c for c in found if c.family == "online" and c.arm != "sifted")
     assert (own.pool_fraction, own.extra_cost) == (pytest.approx(keep), extra)
     assert predicted_cost(own, 100.0, 1.0) == pytest.approx(100 * (keep + extra))
-    online = [c.arm for c in breadth_first(found, 100.0) if c.family == "online"]
-    cheaper_first = predicted_cost(own, 100.0, 1.0) < predicted_cost(fresh, 100.0, 1.0)
-    assert online == (["sifted", fresh.arm] if cheaper_first else [fresh.arm, "sifted"])
+    online = [c for c in breadth_first(found, 100.0) if c.family == "online"]
+    assert len(online) >= 4 and own in online and fresh in online  # searched over score and beta, the recipe's own too
+    costs = [predicted_cost(c, 100.0, 1.0) for c in online]
+    assert costs == sorted(costs)  # the family's cheapest first
 
 
 def test_the_filter_and_random_subset_rows_check_their_settings(text_csv: Path) -> None:
@@ -173,17 +180,17 @@ def test_resume_errors_are_one_line(tmp_path: Path) -> None:
 def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_trial(tmp_path: Path, monkeypatch) -> None:
     """train() turns Ctrl-C or SIGTERM into RunInterrupted after saving; a trial must not record that as a failed
     candidate and go on."""
-    from siftcli.plan import search as plan_search
+    from siftcli.plan import trials as plan_trials
 
     recipe = load_recipe(_recipe(tmp_path))
-    real = plan_search.run_one
+    real = plan_trials.run_one
 
     def interrupted(ctx, arm, folder, on_event=None):  # noqa: ANN001, ANN202
         if arm != "baseline":
             raise RunInterrupted(str(folder), signal="SIGTERM")
         return real(ctx, arm, folder, on_event)
 
-    monkeypatch.setattr(plan_search, "run_one", interrupted)
+    monkeypatch.setattr(plan_trials, "run_one", interrupted)
     with pytest.raises(RunInterrupted) as exc:
         run_plan(recipe, budget=30, seeds=2, output=str(tmp_path / "plan"))
     assert "siftcli plan --resume" in exc.value.resume_command and exc.value.signal == "SIGTERM"
@@ -196,17 +203,149 @@ def test_a_seeds_contexts_share_one_workload_and_start_from_its_untrained_weight
     shared model still starts from the seed's initial weights."""
     import torch
 
-    from siftcli.plan.run import _make_context
-    from siftcli.plan.search import at_fidelity
+    from siftcli.plan.trials import Trials
 
     recipe = load_recipe(_recipe(tmp_path))
     first = build_workload(recipe)
-    make = _make_context([0, 1, 2], {recipe.seed: first})
-    full = make(recipe)
+    trials = Trials(recipe, {"validation": [0, 1, 2], "evaluation": [3, 4]}, {recipe.seed: first})
+    full = trials.context(recipe.seed, "validation", 1.0)
     with torch.no_grad():
         for p in full.workload.model.parameters():
             p.add_(1.0)  # what a training run leaves in the shared model
-    low = make(at_fidelity(recipe, 1 / 3))
-    assert low.workload is full.workload and low.workload.model is first.model and len(low.workload.eval_data) == 3
+    low = trials.context(recipe.seed, "validation", 1 / 3)
+    assert low.workload.model is first.model and len(low.workload.eval_data) == 3 and low.recipe.epochs < recipe.epochs
+    assert low._references is full._references  # a seed's references are built once for all its fidelities
+    assert len(trials.context(recipe.seed, "evaluation", 1.0).workload.eval_data) == 2
     assert all(torch.equal(low.initial[k], full.initial[k]) for k in full.initial)
     assert not torch.equal(low.initial[next(iter(low.initial))], first.model.state_dict()[next(iter(low.initial))])
+
+
+# -- one study, many processes and machines -------------------------------------------------------------------------
+def _trials(storage: str, study: str) -> list:
+    import optuna
+
+    return optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)
+
+
+def test_a_second_machine_finishes_what_an_interrupted_one_left_and_nothing_trains_twice(tmp_path: Path) -> None:
+    """Machine A stops after a few jobs (its running job goes back to the queue); machine B, on the same storage and
+    study, trains only what is left; A resumed then trains nothing and reaches B's decision."""
+    recipe = load_recipe(_recipe(tmp_path))
+    url, study = f"sqlite:///{tmp_path / 'plan.db'}", "shared"
+    trained: dict[str, list[str]] = {"a": [], "b": [], "a2": []}
+
+    def counting(name: str, stop_after: int | None = None):  # noqa: ANN202
+        def on_event(kind: str, data: dict) -> None:
+            if kind == "plan" and data["phase"] in ("search", "confirm"):
+                trained[name].append(data["arm"])
+                if stop_after is not None and len(trained[name]) == stop_after:
+                    raise KeyboardInterrupt
+        return on_event
+
+    common = {"budget": 30, "tolerance": 100, "seeds": 2, "storage": url, "study": study}
+    with pytest.raises(RunInterrupted):
+        run_plan(recipe, output=str(tmp_path / "a"), on_event=counting("a", 4), **common)
+    from siftcli.sweep.study import INTERRUPTED
+
+    interrupted = [t for t in _trials(url, study) if t.user_attrs.get(INTERRUPTED)]
+    assert len(interrupted) == 1  # the job A was training when it stopped, given back
+
+    _, b = run_plan(recipe, output=str(tmp_path / "b"), on_event=counting("b"), **common)
+    trials = [t for t in _trials(url, study) if t.state.name == "COMPLETE"]
+    jobs = [t.params["job"] for t in trials]
+    assert len(jobs) == len(set(jobs))  # every job trained once
+    owners = {t.user_attrs["siftcli_owner"].rsplit(":", 1)[-1] for t in trials}
+    assert owners == {str((tmp_path / "a").resolve()), str((tmp_path / "b").resolve())}
+    assert len(trained["b"]) == len(jobs) - 3  # A finished 3 jobs; B trained the rest, A's interrupted one included
+
+    folder, a = run_plan(None, resume=str(tmp_path / "a"), on_event=counting("a2"))
+    assert trained["a2"] == [] and a.status == b.status == "completed"
+    assert (a.pick, a.answer, a.search_seconds) == (b.pick, b.answer, b.search_seconds)
+    assert [c.outcome for c in a.candidates] == [c.outcome for c in b.candidates]
+
+
+def test_a_machine_joining_with_other_settings_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = _recipe(tmp_path)
+    url = f"sqlite:///{tmp_path / 'plan.db'}"
+    runner.invoke(app, ["plan", str(path), "--storage", url, "--study", "s", "--budget", "30", "--tolerance", "100",
+                        "--seeds", "2", "-o", str(tmp_path / "a"), "-q"])
+    out = runner.invoke(app, ["plan", str(path), "--storage", url, "--study", "s", "--budget", "5", "--seeds", "2",
+                              "-o", str(tmp_path / "b"), "-q"])
+    assert out.exit_code == 2 and "started with other settings (budget, tolerance)" in out.output, out.output
+    (tmp_path / "other.yaml").write_text(path.read_text().replace("epochs: 2", "epochs: 3"))
+    out = runner.invoke(app, ["plan", str(tmp_path / "other.yaml"), "--storage", url, "--study", "s", "--budget", "30",
+                              "--tolerance", "100", "--seeds", "2", "-o", str(tmp_path / "c"), "-q"])
+    assert out.exit_code == 2 and "started with another recipe" in out.output, out.output
+
+
+def test_a_job_whose_machine_fell_silent_is_queued_again_for_another(tmp_path: Path) -> None:
+    import time
+
+    from siftcli.plan.study import Job as PlanJob
+    from siftcli.plan.study import PlanStudy, Result
+    from siftcli.sweep.study import ALIVE
+
+    url = f"sqlite:///{tmp_path / 'plan.db'}"
+    a = PlanStudy(url, tmp_path / "a", "s", higher=True)
+    a.queue_phase(0, lambda: ([PlanJob(0, "baseline", 1.0, 0, "validation"), PlanJob(0, "baseline", 0.5, 0, "validation")],
+                              {}), lambda: None)
+    trial, index = a.take()
+    a.study._storage.set_trial_user_attr(trial._trial_id, ALIVE, time.time() - 3600)  # its machine died an hour ago
+    b = PlanStudy(url, tmp_path / "b", "s", higher=True)
+    b.recover(resumed=False)
+    taken = [b.take(), b.take()]
+    assert sorted(i for _, i in taken) == [0, 1] and b.take() is None  # the dead machine's job and the other one
+    for t, i in taken:
+        b.finish(t, Result(b.jobs()[i], 1.0, {"final": {}}), 0.5)
+    done, pending = b.results()
+    assert sorted(done) == [0, 1] and pending == 0
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--workers", "0"], "--workers 0: expected 1 to 64"),
+    (["--study", "x"], "--study names a study in a shared --storage; give --storage too"),
+    (["--storage", "sqlite:///:memory:"], "an in-memory database lives in one process"),
+    (["--storage", "nonsense"], "expected an Optuna storage URL"),
+])
+def test_bad_sharing_options_are_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    out = runner.invoke(app, ["plan", str(_recipe(tmp_path)), "-o", str(tmp_path / "p"), *args])
+    assert out.exit_code == 2 and expected in out.output and "Traceback" not in out.output, out.output
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.slow
+def test_workers_on_one_machine_share_the_jobs(tmp_path: Path) -> None:
+    """``--workers 2``: a second process takes jobs from the plan's study; every job trains once, the answer is written."""
+    path = _recipe(tmp_path, **{"epochs": 40})
+    out = runner.invoke(app, ["plan", str(path), "--workers", "2", "--budget", "30", "--tolerance", "100", "--seeds", "2",
+                              "-o", str(tmp_path / "p"), "--json"])
+    assert out.exit_code == 0, out.output
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "p" / "optuna.journal")))
+    done = [t for t in _trials(storage, "siftcli-plan") if t.state.name == "COMPLETE"]
+    assert len({t.params["job"] for t in done}) == len(done)
+    assert len({t.user_attrs["process"] for t in done}) == 2  # both processes trained
+    record = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert record["status"] == "completed" and record["workers"] == 2 and (tmp_path / "p" / "plan.yaml").exists()
+
+
+@pytest.mark.slow
+def test_two_machines_started_together_on_postgresql_share_one_plan(postgres_url: str, tmp_path: Path) -> None:
+    """Two plan commands at once on one PostgreSQL study: each job trains on one of them, both write the same answer."""
+    import os
+    import subprocess
+    import sys
+
+    path = _recipe(tmp_path, **{"epochs": 6})
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    procs = [subprocess.Popen([sys.executable, "-m", "siftcli", "plan", str(path), "--storage", postgres_url, "--study",
+                               "plan-together", "--budget", "30", "--tolerance", "100", "--seeds", "2",
+                               "-o", str(tmp_path / name), "-q", "--json"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for name in ("m1", "m2")]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    records = [json.loads(o[0]) for o in outs]
+    assert records[0]["answer"] == records[1]["answer"] and records[0]["pick"] == records[1]["pick"]
+    done = [t for t in _trials(postgres_url, "plan-together") if t.state.name == "COMPLETE"]
+    assert len({t.params["job"] for t in done}) == len(done)

@@ -21,15 +21,6 @@ from tests.conftest import tiny_recipe_dict
 optuna = pytest.importorskip("optuna")
 
 
-@pytest.fixture(scope="module")
-def postgres_url(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201
-    pgserver = pytest.importorskip("pgserver")
-    pytest.importorskip("psycopg")
-    server = pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    yield server.get_uri()
-    server.cleanup()
-
-
 def _recipe(tmp_path: Path) -> Path:
     data = tmp_path / "reg.jsonl"
     data.write_text("".join(json.dumps({"text": f"{'good ' * (i % 4)}x", "score": float(i % 4)}) + "\n" for i in range(96)))

@@ -206,7 +206,7 @@ def test_resume_of_a_folder_that_is_not_a_sweep_and_a_missing_optuna(tmp_path: P
     result = runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path), "-q"])
     assert result.exit_code == 2 and "not a sweep folder" in result.output
     monkeypatch.setitem(sys.modules, "optuna", None)  # import optuna now raises ImportError
-    with pytest.raises(SiftcliError, match=r'pip install "siftcli\[sweep\]"'):
+    with pytest.raises(SiftcliError, match=r'need Optuna: pip install "optuna>=4.0"'):
         studies.optuna_module()
 
 

@@ -66,24 +66,32 @@ def _plan(name: str, report_only: bool) -> dict[str, Any] | None:
             return dataclasses.asdict(run_plan(None, resume=str(folder))[1])
     if report_only:
         return None
+    from benchmarks.harness import machine
     from siftcli.plan.run import run_plan
     from siftcli.recipe.reader import load_recipe
 
     _prepare(name)
-    return dataclasses.asdict(run_plan(load_recipe(REGIMES[name][0]), output=str(folder))[1])
+    record = dataclasses.asdict(run_plan(load_recipe(REGIMES[name][0]), output=str(folder))[1])
+    (folder / "machine.txt").write_text(machine() + "\n")
+    return record
 
 
 def _section(records: dict[str, dict[str, Any]]) -> list[str]:
+    machines = sorted({(ROOT / "runs" / f"plan-{n}" / "machine.txt").read_text().strip()
+                       for n in records if (ROOT / "runs" / f"plan-{n}" / "machine.txt").exists()})
+    where = "; ".join(machines) or f"{platform.machine()}, {os.cpu_count()} cores"
     lines = [f"## {TITLE}", "",
-             f"`python -m benchmarks plan-regimes` ({platform.machine()}, {os.cpu_count()} cores; each plan with its "
-             "defaults: budget 3 baseline runs for the search, tolerance 1 point, 3 confirming seeds). Search on a "
-             "validation half of each evaluation set, confirmation on the other half with fresh seeds. Times are ratios "
-             "within one plan. 'measured best' is what the regime's own benchmark measurements found best or within "
-             "their noise of it (5 seeds; 3 for the default recipe); 'agrees' whether the plan picked that family. A "
-             "plan's cost is its search (held to the budget) plus its confirmation.", ""]
+             f"`python -m benchmarks plan-regimes` ({where}; each plan with its defaults: budget 3 baseline runs for the "
+             "search, tolerance 1 point, 3 confirming seeds, one process). Search on a validation half of each "
+             "evaluation set, confirmation on the other half with fresh seeds. Times are ratios within one plan. "
+             "'measured best' is what the regime's own benchmark measurements found best or within their noise of it "
+             "(5 seeds; 3 for the default recipe); 'agrees' whether the plan picked that family. A plan's cost is its "
+             "search (held to the budget: what it spent deciding) plus its confirmation, every job's seconds summed; "
+             "'tried' counts the candidates trained at the cheap rung and at the full schedule.", ""]
     right = 0
-    summary = ["| regime | pick | time ratio | vs baseline (points) | vs random subset | search cost (runs) | plan cost "
-               "(runs) | pays back after | measured best | agrees |", "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+    summary = ["| regime | pick | time ratio | vs baseline (points) | vs random subset | tried (cheap / full of all) | "
+               "search cost (runs) | plan cost (runs) | wall-clock | pays back after | measured best | agrees |",
+               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     for name, r in records.items():
         unit = r["baseline_seconds"] or 1.0
         conf = next((c for c in r["confirmations"] if c["arm"] == r["pick"]), None)
@@ -94,9 +102,13 @@ def _section(records: dict[str, dict[str, Any]]) -> list[str]:
         agrees = r["pick_family"] in families
         right += agrees
         payback = "—" if r["payback_runs"] is None else f"{r['payback_runs']:.1f} runs"
+        cheap = sum(1 for c in r["candidates"] if any(t["fidelity"] < 1 for t in c["trials"]))
+        full = sum(1 for c in r["candidates"] if any(t["fidelity"] >= 1 for t in c["trials"]))
+        wall = r.get("wall_seconds") or 0.0
         summary.append(f"| {REGIMES[name][1]} | {r['pick']} | {r['pick_time_ratio']:.2f} | {cell(vs.get('baseline'))} | "
-                       f"{cell(vs.get('random-subset'))} | {r['search_seconds'] / unit:.2f} | "
-                       f"{(r['search_seconds'] + r['confirm_seconds']) / unit:.2f} | {payback} | {family} | "
+                       f"{cell(vs.get('random-subset'))} | {cheap} / {full} of {len(r['candidates'])} | "
+                       f"{r['search_seconds'] / unit:.2f} | "
+                       f"{(r['search_seconds'] + r['confirm_seconds']) / unit:.2f} | {wall / 60:.0f} min | {payback} | {family} | "
                        f"{'yes' if agrees else 'no'} |")
     lines += summary + ["", f"Decision accuracy: the pick's family is the measured best in {right} of {len(records)} "
                              "regimes.", ""]

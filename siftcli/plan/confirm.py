@@ -3,23 +3,23 @@ and a random subset of the same size.
 
 Each seed is a fresh one (not the search's), with its own initial weights and data order shared by its arms; the rows
 measured here were never used to choose. A candidate is confirmed when the 95% interval of its paired difference to the
-baseline stays above minus the tolerance.
+baseline stays above minus the tolerance. The seeds' baselines train first (a phase of their own: training less derives
+its steps from them), then the candidates and their random subsets.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from siftcli.analysis.stats import diff_points, paired
-from siftcli.arms.context import SeedContext
-from siftcli.arms.run import folder_name
 from siftcli.plan.record import Candidate, Confirmation, Paired
-from siftcli.plan.search import cached_run
-from siftcli.recipe.schema import Recipe
-from siftcli.training.record import RunMetrics, final_value, paid_seconds
+from siftcli.plan.search import CONFIRM, CONFIRM_BASELINES, find
+from siftcli.plan.study import Job, Result
+from siftcli.training.record import final_value, paid_seconds
+
+#: Candidates that train on a part of the pool; the confirmation holds them against a random part of the same size.
+SUBSET_FAMILIES = ("filter", "dedup", "dedup+filter")
 
 
 def paired_points(values: list[float], opponent: str) -> Paired:
@@ -29,44 +29,55 @@ def paired_points(values: list[float], opponent: str) -> Paired:
     return Paired(opponent, p["mean"], p["se"], p["n"], (p["ci95"][0], p["ci95"][1]), values)
 
 
-def confirm(candidates: list[Candidate], recipe: Recipe, seeds: list[int], folder: Path,
-            make_context: Callable[[Recipe], SeedContext], metric: Any, tolerance: float,
-            on_event: Callable[[str, dict[str, Any]], None]) -> list[Confirmation]:
-    """Every candidate over ``seeds`` beside the seed's baseline (run once per seed) and, for a subset, a random subset
-    of the size it trained on."""
-    runs: dict[int, dict[str, RunMetrics]] = {}
-    contexts: dict[int, SeedContext] = {}
-    out = []
-    for c in candidates:
-        spent = 0.0
-        for seed in seeds:
-            if seed not in contexts:
-                contexts[seed] = make_context(recipe.model_copy(update={"seed": seed}))
-                runs[seed] = contexts[seed].runs
-            ctx, seed_dir = contexts[seed], folder / f"seed{seed}"
-            arms = ["baseline", c.arm]
-            subset = None
-            if c.family in ("filter", "dedup", "dedup+filter") and c.pool_fraction is not None:
-                subset = f"random-subset:fraction={round(c.pool_fraction, 4)}"
-                arms.append(subset)
-            for arm in arms:
-                if arm not in ctx.runs:
-                    on_event("plan", {"phase": "confirm", "arm": arm, "seed": seed})
-                    ctx.runs[arm] = cached_run(ctx, arm, seed_dir / folder_name(arm), on_event)
-                    spent += ctx.runs[arm]["total_seconds"]
-        pick = [final_value(runs[s][c.arm]) for s in seeds]
-        base = [final_value(runs[s]["baseline"]) for s in seeds]
-        versus = [_versus(runs, seeds, c.arm, "baseline", metric)]
-        if subset is not None:
-            versus.append(_versus(runs, seeds, c.arm, subset, metric))
-        ratio = statistics.fmean(paid_seconds(runs[s][c.arm]) / max(1e-9, paid_seconds(runs[s]["baseline"])) for s in seeds)
-        vs_base = versus[0]
-        out.append(Confirmation(c.arm, list(seeds), pick, base, ratio, spent, versus,
-                                vs_base.n > 1 and vs_base.ci95[0] >= -tolerance))
-    return out
+def random_subset(c: Candidate) -> str | None:
+    """The random-subset opponent of a candidate that trains on a part of the pool."""
+    if c.family in SUBSET_FAMILIES and c.pool_fraction is not None:
+        return f"random-subset:fraction={round(c.pool_fraction, 4)}"
+    return None
 
 
-def _versus(runs: dict[int, dict[str, RunMetrics]], seeds: list[int], arm: str, opponent: str, metric: Any) -> Paired:
-    diffs = [d for d in (diff_points(final_value(runs[s][arm]), final_value(runs[s][opponent]), metric) for s in seeds)
-             if d is not None]
+def baseline_jobs(seeds: list[int]) -> list[Job]:
+    return [Job(CONFIRM_BASELINES, "baseline", 1.0, s, "evaluation") for s in seeds]
+
+
+def candidate_jobs(candidates: list[Candidate], seeds: list[int]) -> list[Job]:
+    """Each candidate and, for a subset, its random subset, seed by seed."""
+    jobs: list[Job] = []
+    for s in seeds:
+        for c in candidates:
+            for arm in filter(None, (c.arm, random_subset(c))):
+                job = Job(CONFIRM, arm, 1.0, s, "evaluation")
+                if job not in jobs:
+                    jobs.append(job)
+    return jobs
+
+
+def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], metric: Any, tolerance: float) -> Confirmation:
+    """The candidate's paired differences against the baseline (and its random subset) over ``seeds``."""
+    def run(arm: str, s: int) -> dict[str, Any] | None:
+        r = find(results, arm, 1.0, s, "evaluation")
+        return r.run if r is not None else None
+
+    def cost(arm: str) -> float:
+        return sum(r.seconds for r in results.values() if r.job.split == "evaluation" and r.job.arm == arm)
+
+    opponents = ["baseline", *filter(None, [random_subset(c)])]
+    versus = [_versus(c.arm, o, seeds, run, metric) for o in opponents]
+    ok = [s for s in seeds if run(c.arm, s) and run("baseline", s)]
+    ratio = statistics.fmean(paid_seconds(run(c.arm, s)) / max(1e-9, paid_seconds(run("baseline", s)))  # type: ignore[arg-type]
+                             for s in ok) if ok else float("nan")
+    pick = [final_value(run(c.arm, s)) if run(c.arm, s) else None for s in seeds]  # type: ignore[arg-type]
+    base = [final_value(run("baseline", s)) if run("baseline", s) else None for s in seeds]  # type: ignore[arg-type]
+    vs_base = versus[0]
+    return Confirmation(c.arm, list(seeds), pick, base, ratio, sum(cost(a) for a in opponents[1:] + [c.arm]), versus,
+                        vs_base.n > 1 and vs_base.ci95[0] >= -tolerance)
+
+
+def _versus(arm: str, opponent: str, seeds: list[int], run: Any, metric: Any) -> Paired:
+    diffs = []
+    for s in seeds:
+        a, b = run(arm, s), run(opponent, s)
+        d = diff_points(final_value(a), final_value(b), metric) if a and b else None
+        if d is not None:
+            diffs.append(d)
     return paired_points(diffs, opponent) if diffs else Paired(opponent, float("nan"), float("nan"), 0, (float("nan"),) * 2, [])

@@ -93,3 +93,7 @@ class PlanRecord:
     answer: str = ""
     recipe_out: str | None = None
     data_out: str | None = None
+    storage: str = ""  # the Optuna storage URL shared with other machines ("": a journal file in the plan folder)
+    study: str = ""  # the study's name in that storage
+    workers: int = 1  # processes on this machine
+    wall_seconds: float = 0.0  # this machine's wall-clock (search and confirmation cost are every process's seconds)

@@ -8,31 +8,39 @@ the filters they drive.)
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from siftcli.analysis.stats import metric_info
-from siftcli.arms.context import SeedContext, prepare
+from siftcli.arms.context import prepare
 from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted, SiftcliError
-from siftcli.plan.confirm import confirm
+from siftcli.plan import confirm as confirming
+from siftcli.plan import search as searching
 from siftcli.plan.record import Candidate, Confirmation, Paired, PlanRecord, Skipped, Trial
-from siftcli.plan.search import Clock, Search, search
-from siftcli.plan.strategies import strategies
+from siftcli.plan.strategies import online_recipe, strategies
+from siftcli.plan.study import PlanStudy, Result, study_name
+from siftcli.plan.trials import Trials
 from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, read_json, write_table
-from siftcli.workload.build import Workload, build_workload
+from siftcli.training.record import final_value
+from siftcli.workload.build import build_workload
 
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
 SPLIT_SEED = 15_485_863
+#: How often a process with nothing to train looks at the study again (another process or machine is training).
+POLL_SECONDS = 2.0
 
 
 def split_eval(n: int) -> tuple[list[int], list[int]]:
@@ -44,8 +52,12 @@ def split_eval(n: int) -> tuple[list[int], list[int]]:
     return sorted(order[: n // 2]), sorted(order[n // 2:])
 
 
-def check_options(budget: float, tolerance: float, seeds: int) -> None:
-    """One line for each bad option, before anything loads."""
+def check_options(budget: float, tolerance: float, seeds: int, workers: int = 1, storage: str = "",
+                  study: str | None = None) -> None:
+    """One line for each bad option, before anything loads (the storage is opened: a server that does not answer is
+    found now, not after the baseline)."""
+    from siftcli.sweep.study import check_storage
+
     if not budget == budget or not 1 < budget <= 100:
         raise SiftcliError(f"--budget {budget}: expected a number of full baseline runs above 1 (the baseline itself is "
                            "one) and at most 100")
@@ -53,83 +65,254 @@ def check_options(budget: float, tolerance: float, seeds: int) -> None:
         raise SiftcliError(f"--tolerance {tolerance}: expected metric points, 0 or more")
     if not 2 <= seeds <= 50:
         raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
+    if not 1 <= workers <= 64:
+        raise SiftcliError(f"--workers {workers}: expected 1 to 64 processes on this machine")
+    if study is not None and not storage:
+        raise SiftcliError("--study names a study in a shared --storage; give --storage too (without it the plan's "
+                           "study is a journal file in its folder)")
+    check_storage(storage)
 
 
-def _with_eval(w: Workload, rows: list[int]) -> Workload:
-    return dataclasses.replace(w, eval_data=[w.eval_data[i] for i in rows])
+@dataclass
+class Plan:
+    """One process's view of a plan: the study it shares, its own contexts, the recipe and the settings."""
+
+    recipe: Recipe
+    folder: Path
+    study: PlanStudy
+    trials: Trials
+    record: PlanRecord
+    metric: Any
+    emit: Event
+
+    @property
+    def confirm_seeds(self) -> list[int]:
+        return [self.recipe.seed + 1 + i for i in range(self.record.seeds)]
+
+    def refresh(self) -> tuple[dict[int, Result], int]:
+        """The record from the study: every candidate's trials, the costs, and the confirmation once it is done."""
+        record, jobs, extra = self.record, self.study.jobs(), self.study.extra()
+        done, pending = self.study.results()
+        searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
+        record.search_seconds = searching.spent(done, searching.SEARCH_PHASES, extra)
+        record.confirm_seconds = searching.spent(done, (searching.CONFIRM_BASELINES, searching.CONFIRM), {})
+        finished = self.study.phases_queued() == searching.CONFIRM + 1 and all(
+            i in done for i, j in enumerate(jobs) if j.phase == searching.CONFIRM)
+        if finished:
+            chosen = [c for c in record.candidates if c.arm in extra.get("confirm", [])]
+            record.confirmations = [confirming.confirmation(c, self.confirm_seeds, done, self.metric, record.tolerance)
+                                    for c in chosen]
+        return done, pending
+
+    def left(self) -> float | None:
+        """Seconds left in the search's budget (None until the baseline set the unit)."""
+        unit = self.record.baseline_seconds
+        return None if unit is None else self.record.budget * unit - self.record.search_seconds
+
+    def decide(self, phase: int) -> tuple[list[Any], dict[str, Any]]:
+        """The jobs of ``phase``, from the finished ones (run by the one process that claims the phase)."""
+        t0 = time.perf_counter()
+        done, _ = self.refresh()
+        record, seed, extra = self.record, self.recipe.seed, self.study.extra()
+        if phase == searching.BASELINES:
+            return searching.baseline_jobs(seed), {}
+        if phase == searching.CHEAP:
+            ctx = self.trials.context(seed, "validation", 1.0)
+            ctx.runs["baseline"] = searching.find(done, "baseline", 1.0, seed, "validation").run  # type: ignore[union-attr]
+            pools = searching.measure_pools(record.candidates, lambda arm: arm_row(arm).derive(ctx, arm).subset,
+                                            len(ctx.workload.train_data))
+            for c in record.candidates:
+                c.pool_fraction = pools.get(c.arm, c.pool_fraction)
+            own = time.perf_counter() - t0
+            jobs = searching.cheap_jobs(record, seed, record.search_seconds + own)
+            return jobs, {"pools": pools, "planner_seconds": {**extra.get("planner_seconds", {}), "cheap": own}}
+        if phase == searching.FULL:
+            jobs, over = searching.full_jobs(record, seed, self.metric, record.search_seconds)
+            return jobs, {"over_budget_full": over}
+        chosen = searching.winners(record)[:2]
+        if phase == searching.CONFIRM_BASELINES:
+            return (confirming.baseline_jobs(self.confirm_seeds) if chosen else []), {"confirm": [c.arm for c in chosen]}
+        chosen = [c for c in record.candidates if c.arm in extra.get("confirm", [])]
+        return confirming.candidate_jobs(chosen, self.confirm_seeds), {}
+
+    def work(self, after_job: Callable[[], None] = lambda: None) -> None:
+        """Take and train jobs phase by phase until the confirmation's are done: what every process of a plan runs."""
+        for phase in range(searching.CONFIRM + 1):
+            told = False
+
+            def waiting(what: str) -> None:
+                nonlocal told
+                if not told:
+                    self.emit("plan", {"phase": "wait", "arm": what, "left": self.left()})
+                    told = True
+
+            self.study.queue_phase(phase, lambda: self.decide(phase), lambda: waiting("the next phase's jobs"))
+            while True:
+                taken = self.study.take()
+                if taken is not None:
+                    self._train(*taken)
+                    after_job()
+                    continue
+                done, _ = self.study.results()
+                mine = [i for i, j in enumerate(self.study.jobs()) if j.phase == phase]
+                if all(i in done for i in mine):
+                    break
+                waiting("jobs other processes are training")
+                time.sleep(POLL_SECONDS)  # another process trains this phase's last jobs; nothing else to do here
+            if phase == searching.BASELINES:
+                self._check_baseline()
+
+    def _train(self, trial: Any, index: int) -> None:
+        job = self.study.jobs()[index]
+        done, _ = self.study.results()
+        base = searching.find(done, "baseline", job.fidelity, job.seed, job.split)
+        where = {"fidelity": job.fidelity} if job.split == "validation" else {"seed": job.seed}
+        try:
+            self.emit("plan", {"phase": "search" if job.split == "validation" else "confirm", "arm": job.arm, **where,
+                               "left": self.left()})
+            result = self.trials.run(job, self.folder, base.run if base is not None else None, self.emit)
+        except (KeyboardInterrupt, RunInterrupted):
+            self.study.give_back(trial, "interrupted: its plan was stopped")
+            raise
+        self.study.finish(trial, result, final_value(result.run) if result.run else None)  # type: ignore[arg-type]
+
+    def _check_baseline(self) -> None:
+        done, _ = self.study.results()
+        base = searching.find(done, "baseline", 1.0, self.recipe.seed, "validation")
+        if base is None or base.run is None:
+            raise SiftcliError(f"siftcli plan: the baseline run failed ({base.error if base else 'not run'}); see "
+                               f"{self.folder / 'search' / 'baseline' / 'full'}")
 
 
-def _make_context(eval_rows: list[int], built: dict[int, Workload] | None = None) -> Callable[[Recipe], SeedContext]:
-    """A seed's context whose evaluation data is only ``eval_rows`` of the recipe's (the validation or evaluation half).
-    Each seed's workload is built once and shared by its contexts (every fidelity of the search: the schedule is not
-    part of it, and each run starts from the seed's initial weights); ``built``: workloads already loaded, by seed."""
-    seeds: dict[int, tuple[Workload, dict[str, torch.Tensor]]] = {}
+def _rows(n: int) -> dict[str, list[int]]:
+    val, ev = split_eval(n)
+    return {"validation": val, "evaluation": ev}
 
-    def keep(seed: int, w: Workload) -> None:  # the initial weights are copied before any run trains the shared model
-        seeds[seed] = (_with_eval(w, eval_rows), copy.deepcopy(w.model.state_dict()))
 
-    for seed, w in (built or {}).items():
-        keep(seed, w)
-
-    def make(recipe: Recipe) -> SeedContext:
-        if recipe.seed not in seeds:
-            keep(recipe.seed, build_workload(recipe))
-        w, initial = seeds[recipe.seed]
-        return SeedContext(recipe, w, initial, "baseline")
-    return make
+def _threads(workers: int) -> None:
+    """Each of ``workers`` processes on this machine trains on its share of the cores, the baseline included, so that
+    time ratios compare runs under the same conditions."""
+    if workers > 1:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1.0, seeds: int = 3,
-             output: str | None = None, resume: str | None = None, on_event: Event | None = None) -> tuple[Path, PlanRecord]:
-    """Search, confirm and decide; every step written to ``plan.json`` as it finishes, so an interrupted plan resumes."""
+             output: str | None = None, resume: str | None = None, on_event: Event | None = None, workers: int = 1,
+             storage: str = "", study: str | None = None) -> tuple[Path, PlanRecord]:
+    """Search, confirm and decide; every finished job is in the plan's study and ``plan.json`` is rewritten after each,
+    so an interrupted plan resumes where it stopped (``workers``: processes on this machine; ``storage``/``study``: a
+    study shared with other machines)."""
+    from siftcli.sweep.trial import recipe_sha256
+
     emit = on_event or (lambda kind, data: None)
+    t0 = time.perf_counter()
     if resume:
         folder = Path(resume)
         if not (folder / "plan.json").exists():
             raise SiftcliError(f"--resume {resume}: not a plan folder (no plan.json)")
         claim(folder)
         record = load_record(read_json(folder / "plan.json"))
+        if not record.study:
+            raise SiftcliError(f"--resume {resume}: this plan was written by an earlier siftcli without a study; run "
+                               "the plan again")
         recipe = load_recipe(folder / "recipe.yaml")
         first = build_workload(recipe)
     else:
         assert recipe is not None
-        check_options(budget, tolerance, seeds)
+        check_options(budget, tolerance, seeds, workers, storage, study)
         first, folder = prepare(recipe, output, "-plan")
         candidates, skipped = strategies(recipe)
         record = PlanRecord("running", recipe.name, first.metric, budget, tolerance, seeds, candidates=candidates,
-                            skipped=skipped)
-    val_rows, eval_rows = split_eval(len(first.eval_data))
-    record.validation_rows, record.evaluation_rows = len(val_rows), len(eval_rows)
-    metric = metric_info(record.metric)
-    clock = Clock(before=record.search_seconds)
+                            skipped=skipped, storage=storage, study=study_name(study, folder), workers=workers)
+    _threads(record.workers)
+    rows = _rows(len(first.eval_data))
+    record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])
+    wall_before = record.wall_seconds
+    ps = PlanStudy(record.storage, folder, record.study, metric_info(record.metric).higher_is_better)
+    ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
+    ps.recover(resumed=bool(resume))
+    plan = Plan(recipe, folder, ps, Trials(recipe, rows, {recipe.seed: first}), record, metric_info(record.metric), emit)
 
     def save() -> None:
+        plan.refresh()
+        record.wall_seconds = wall_before + time.perf_counter() - t0
         atomic_write_json(folder / "plan.json", dataclasses.asdict(record))
 
+    stop_beat = ps.heartbeat()
+    helpers: list[subprocess.Popen] = []
     try:
         save()
-        s = Search(record, folder / "search", _make_context(val_rows, {recipe.seed: first}), recipe, clock, emit, save)
-        winners = search(s, record.candidates, metric)
-        record.search_seconds = clock.spent()
-        save()
-        t0, before = time.perf_counter(), record.confirm_seconds
-        confirmed = {c.arm: c for c in record.confirmations}
-        todo = [c for c in winners[:2] if c.arm not in confirmed]
-        if todo:
-            record.confirmations += confirm(todo, recipe, [recipe.seed + 1 + i for i in range(record.seeds)],
-                                            folder / "confirm", _make_context(eval_rows), metric, tolerance, emit)
-        record.confirm_seconds = before + time.perf_counter() - t0
+        helpers = [_spawn(folder, i, record.workers) for i in range(1, record.workers)]
+        plan.work(after_job=save)
+        plan.refresh()
         _decide(record)
-        _write_recipe(record, recipe, s, folder)
+        _write_recipe(record, recipe, plan, folder)
         record.status = "completed"
         save()
         atomic_write_text(folder / "report.html", plan_html(record))
+        _join(helpers)
     except (KeyboardInterrupt, RunInterrupted) as exc:
-        record.status, record.search_seconds = "interrupted", max(record.search_seconds, clock.spent())
+        _join(helpers, stop=True)
+        record.status = "interrupted"
         save()
         raise RunInterrupted(str(folder), signal=getattr(exc, "signal", "SIGINT"),
                              resume_command=f"siftcli plan --resume {folder}") from None
+    except BaseException:
+        _join(helpers, stop=True)
+        raise
+    finally:
+        stop_beat()
     return folder, record
+
+
+# -- the other processes of this machine -------------------------------------------------------------------------------
+def _spawn(folder: Path, index: int, workers: int) -> subprocess.Popen:
+    """One more process taking jobs from the plan's study (``python -m siftcli.plan.run FOLDER``); its output goes to
+    ``workers/worker-N.log``."""
+    logs = folder / "workers"
+    logs.mkdir(exist_ok=True)
+    with open(logs / f"worker-{index}.log", "ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "siftcli.plan.run", str(folder)], stdin=subprocess.DEVNULL,
+                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "SIFTCLI_PLAN_WORKER": str(index)})
+
+
+def _join(helpers: list[subprocess.Popen], stop: bool = False) -> None:
+    """Wait for the helpers to end (they stop when the confirmation's jobs are done); ``stop``: SIGTERM first (a
+    training one saves, gives its job back to the study and exits)."""
+    for p in helpers:
+        if stop and p.poll() is None:
+            p.terminate()
+    for p in helpers:
+        try:
+            p.wait(timeout=None if not stop else 60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def worker_main(folder: Path) -> int:
+    """A helper process: the plan's recipe and study from its folder, then jobs until the confirmation's are done. It
+    writes no record (the process that started it does)."""
+    from siftcli.sweep.workers import die_with_parent
+
+    die_with_parent()
+    record = load_record(read_json(folder / "plan.json"))
+    recipe = load_recipe(folder / "recipe.yaml")
+    _threads(record.workers)
+    first = build_workload(recipe)
+    ps = PlanStudy(record.storage, folder, record.study, metric_info(record.metric).higher_is_better)
+    plan = Plan(recipe, folder, ps, Trials(recipe, _rows(len(first.eval_data)), {recipe.seed: first}), record,
+                metric_info(record.metric), lambda kind, data: None)
+    stop_beat = ps.heartbeat()
+    try:
+        plan.work()
+    except RunInterrupted as exc:
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        stop_beat()
+    return 0
 
 
 def _decide(record: PlanRecord) -> None:
@@ -152,19 +335,20 @@ def _decide(record: PlanRecord) -> None:
                      f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it over {len(best.seeds)} seeds")
 
 
-def _write_recipe(record: PlanRecord, recipe: Recipe, s: Search, folder: Path) -> None:
+def _write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) -> None:
     """``plan.yaml``: the chosen recipe; a filter or dedup pick also writes its rows (``train.csv``, ``eval.csv``)."""
     family = record.pick_family
     out = recipe
     if family == "fewer-epochs":
-        run = s.contexts[1.0].runs
-        steps = max(1, round(float(record.pick.partition("=")[2]) * run["baseline"]["optimizer_steps"]))
+        done, _ = plan.study.results()
+        base = searching.find(done, "baseline", 1.0, recipe.seed, "validation")
+        steps = max(1, round(float(record.pick.partition("=")[2]) * base.run["optimizer_steps"]))  # type: ignore[union-attr,index]
         out = recipe.model_copy(update={"max_steps": steps})
     elif family in ("online", "teacher-cache"):
-        out = _online_recipe(recipe, record.pick) if family == "online" else recipe.model_copy(update={
+        out = online_recipe(recipe, record.pick) if family == "online" else recipe.model_copy(update={
             "distill": recipe.distill.model_copy(update={"cache": True}) if recipe.distill else None})
     elif family in ("filter", "dedup", "dedup+filter"):
-        ctx = s.contexts[1.0]
+        ctx = plan.trials.context(recipe.seed, "validation", 1.0)
         chosen = arm_row(record.pick).derive(ctx, record.pick).subset or []
         w = ctx.workload
         if w.source_rows is None or not hasattr(w.source_rows, "to_csv") or w.task == "image-classification":
@@ -186,18 +370,6 @@ def _write_recipe(record: PlanRecord, recipe: Recipe, s: Search, folder: Path) -
     record.recipe_out = str(path)
 
 
-def _online_recipe(recipe: Recipe, arm: str) -> Recipe:
-    """The recipe with the online-sifting settings the arm name carries."""
-    from siftcli.recipe.reader import apply_override
-    from siftcli.recipe.schema import validate_recipe
-
-    raw = recipe.model_dump(mode="json")
-    raw["sift"]["enabled"] = True
-    for item in filter(None, arm.partition(":")[2].split(",")):
-        apply_override(raw, f"sift.{item}")
-    return validate_recipe(raw, "plan")
-
-
 def load_record(data: dict[str, Any]) -> PlanRecord:
     """A ``plan.json`` back into its typed record (a resumed plan)."""
     def paired(p: dict[str, Any] | None) -> Paired | None:
@@ -207,3 +379,7 @@ def load_record(data: dict[str, Any]) -> PlanRecord:
     confirmations = [Confirmation(**{**c, "versus": [paired(v) for v in c["versus"]]}) for c in data["confirmations"]]
     return PlanRecord(**{**data, "candidates": candidates, "skipped": [Skipped(**k) for k in data["skipped"]],
                          "confirmations": confirmations, "pick_versus_baseline": paired(data.get("pick_versus_baseline"))})
+
+
+if __name__ == "__main__":
+    raise SystemExit(worker_main(Path(sys.argv[1])))

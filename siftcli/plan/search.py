@@ -1,68 +1,44 @@
-"""Candidates and a budget in, every candidate's trials on the validation split out: successive halving, cheap first.
+"""Candidates, a budget and the finished jobs in; the next phase's jobs and every candidate's trials out: successive
+halving, cheap first.
 
-The unit is one full baseline run, measured first (its clock, evaluation included, is the plan's yardstick). Rung 0
-trains the baseline and every candidate for a third of its own schedule (``FIDELITY``) in order of predicted cost, while
-the search has spent less than ``RUNG0_SHARE`` of the budget; the candidates within the tolerance of the baseline at
-that fidelity (else the two best) are promoted, cheapest first, to the full schedule while the budget lasts. A trial
-is never started when its predicted cost would take the search past the budget; a trial that runs over its prediction
-is the only way the search can exceed it, and the record shows by how much.
+The unit is one full baseline run, trained first (its clock, evaluation included, is the plan's yardstick). The cheap
+rung trains every candidate for a third of its own schedule (``FIDELITY``), in an order that reaches each family's
+cheapest member first, while the predicted cost stays under ``RUNG0_SHARE`` of the budget; the candidates within the
+tolerance of the baseline at that fidelity (else the two best) are promoted, cheapest first, to the full schedule while
+the budget lasts. A job is only queued when its prediction fits, so the search can exceed the budget only by jobs that
+run over their prediction, and the record shows by how much.
 
-Every trial is a run folder (``search/<arm>/rung<k>/``); a plan resumed after an interruption reads the finished ones
-back instead of training them again (training is deterministic per seed, so an interrupted trial simply runs again).
+Every function here is a decision on data (the record, the finished jobs); :mod:`siftcli.plan.trials` trains a job and
+:mod:`siftcli.plan.study` shares them between processes, so several machines follow the same rules on the same study.
 """
 
 from __future__ import annotations
 
-import shutil
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from siftcli.analysis.stats import diff_points
-from siftcli.arms.context import SeedContext
-from siftcli.arms.run import folder_name, run_one
-from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted
 from siftcli.plan.record import Candidate, PlanRecord, Trial
+from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
-from siftcli.runio import read_json
-from siftcli.training.record import RunMetrics, final_value, paid_seconds
+from siftcli.training.record import final_value, paid_seconds
 
-#: Rung 0 trains each candidate for this share of its own schedule.
+#: The cheap rung trains each candidate for this share of its own schedule.
 FIDELITY = 1 / 3
-#: Rung 0 may spend up to this share of the budget; the rest is for the full-schedule runs of the promoted.
+#: The cheap rung may spend up to this share of the budget; the rest is for the full-schedule runs of the promoted.
 RUNG0_SHARE = 0.6
 #: At most this many candidates reach the full schedule.
 PROMOTE = 3
-
-
-@dataclass
-class Clock:
-    """The plan's own time: this process's seconds plus what earlier (interrupted) processes spent."""
-
-    before: float = 0.0
-    started: float = field(default_factory=time.perf_counter)
-
-    def spent(self) -> float:
-        return self.before + time.perf_counter() - self.started
-
-
-def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Callable[[str, dict[str, Any]], None] | None) -> RunMetrics:
-    """``run_one``, or the finished run this folder already holds (a resumed plan); an unfinished one starts again."""
-    done = folder / "metrics.json"
-    if done.exists():
-        metrics = read_json(done)
-        if metrics.get("status") == "completed":
-            return metrics
-    if folder.exists():
-        shutil.rmtree(folder)
-    return run_one(ctx, arm, folder, on_event)
+#: The plan's phases, in order: the jobs of each are decided once the previous phase's have finished.
+BASELINES, CHEAP, FULL, CONFIRM_BASELINES, CONFIRM = range(5)
+SEARCH_PHASES = (BASELINES, CHEAP, FULL)
 
 
 def at_fidelity(recipe: Recipe, fidelity: float) -> Recipe:
     """The recipe trained for ``fidelity`` of its epochs, schedule fully decayed there (one evaluation, at the end)."""
+    if fidelity >= 1:
+        return recipe
     return recipe.model_copy(update={
         "epochs": recipe.epochs * fidelity, "max_steps": None, "checkpoint_every_steps": None,
         "eval": recipe.eval.model_copy(update={"every_steps": None, "every_seconds": None, "per_epoch": False})})
@@ -76,82 +52,6 @@ def predicted_cost(candidate: Candidate, unit: float, fidelity: float) -> float:
         return ran[-1].seconds * fidelity / ran[-1].fidelity
     share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
     return unit * fidelity * (share + candidate.extra_cost)
-
-
-@dataclass
-class Search:
-    """One seed's search on the validation split: the context per fidelity (its own baseline run), the record."""
-
-    record: PlanRecord
-    folder: Path
-    make_context: Callable[[Recipe], SeedContext]
-    recipe: Recipe
-    clock: Clock
-    on_event: Callable[[str, dict[str, Any]], None]
-    save: Callable[[], None] = lambda: None  # writes the record: after every trial, so a killed plan keeps them
-    contexts: dict[float, SeedContext] = field(default_factory=dict)
-
-    def context(self, fidelity: float) -> SeedContext:
-        """The seed's context at ``fidelity``, its baseline run first (what train-less derives from and each trial is held
-        against). References are built once per seed and shared by every fidelity."""
-        if fidelity not in self.contexts:
-            ctx = self.make_context(at_fidelity(self.recipe, fidelity) if fidelity < 1 else self.recipe)
-            if self.contexts:
-                ctx._references = next(iter(self.contexts.values()))._references
-            self.on_event("plan", {"phase": "search", "arm": "baseline", "fidelity": fidelity, "left": self.left()})
-            ctx.runs["baseline"] = cached_run(ctx, "baseline", self.folder / "baseline" / _rung(fidelity), self.on_event)
-            self.contexts[fidelity] = ctx
-            self.record.search_seconds = self.clock.spent()
-            self.save()
-        return self.contexts[fidelity]
-
-    def left(self) -> float | None:
-        """Seconds left in the budget (None until the baseline set the unit)."""
-        unit = self.record.baseline_seconds
-        return None if unit is None else self.record.budget * unit - self.clock.spent()
-
-    def trial(self, candidate: Candidate, fidelity: float) -> Trial:
-        """Train ``candidate`` at ``fidelity`` (or read it back), recorded on the candidate."""
-        ctx = self.context(fidelity)
-        self.on_event("plan", {"phase": "search", "arm": candidate.arm, "fidelity": fidelity, "left": self.left()})
-        base = ctx.runs["baseline"]
-        try:
-            run = cached_run(ctx, candidate.arm, self.folder / folder_name(candidate.arm) / _rung(fidelity), self.on_event)
-        except RunInterrupted:  # Ctrl-C or SIGTERM inside the trial's training: the plan stops, resumable
-            raise
-        except Exception as exc:  # noqa: BLE001  (a candidate that cannot run is a result, not the plan's end)
-            trial = Trial(candidate.arm, fidelity, 0.0, None, final_value(base), None, "failed", f"{type(exc).__name__}: {exc}")
-        else:
-            unit = paid_seconds(self.contexts[1.0].runs["baseline"])
-            trial = Trial(candidate.arm, fidelity, run["total_seconds"], final_value(run), final_value(base),
-                          paid_seconds(run) / max(1e-9, unit), "complete")
-            if candidate.pool_fraction is None and run.get("subset"):
-                candidate.pool_fraction = run["subset"]["samples"] / max(1, run["subset"]["of"])
-        candidate.trials.append(trial)
-        self.record.search_seconds = self.clock.spent()
-        self.save()
-        return trial
-
-
-def _rung(fidelity: float) -> str:
-    return "full" if fidelity >= 1 else f"fidelity{fidelity:.2f}"
-
-
-def _measure_pools(s: Search, candidates: list[Candidate]) -> None:
-    """The share of the pool a dedup candidate keeps, found before any of them trains (the near-duplicate search takes
-    seconds, on the plan's clock), so its predicted cost is its real size and not the whole pool's."""
-    ctx = s.contexts[1.0]
-    n = max(1, len(ctx.workload.train_data))
-    for c in candidates:
-        if c.pool_fraction is None and c.family in ("dedup", "dedup+filter") and not c.trials:
-            try:
-                subset = arm_row(c.arm).derive(ctx, c.arm).subset
-            except RunInterrupted:
-                raise
-            except Exception:  # noqa: BLE001  (the trial will fail the same way and record why)
-                continue
-            if subset is not None:
-                c.pool_fraction = len(subset) / n
 
 
 def breadth_first(candidates: list[Candidate], unit: float) -> list[Candidate]:
@@ -174,66 +74,149 @@ def within(value: float | None, baseline: float | None, tolerance_points: float,
     return gap is not None and gap >= -tolerance_points
 
 
-def search(s: Search, candidates: list[Candidate], metric: Any) -> list[Candidate]:
-    """Run the rungs; returns the candidates that finished the full schedule within the tolerance on validation, cheapest
-    (time ratio) first."""
-    record = s.record
-    full = s.context(1.0)
-    base = full.runs["baseline"]
-    record.baseline_seconds = base["total_seconds"]
-    record.baseline_metric = final_value(base)
-    budget = record.budget * record.baseline_seconds
-    tol = record.tolerance
+def find(results: dict[int, Result], arm: str, fidelity: float, seed: int, split: str) -> Result | None:
+    """The finished job of ``arm`` at ``fidelity`` for ``seed`` on ``split``."""
+    return next((r for r in results.values() if r.job.arm == arm and r.job.fidelity == fidelity
+                 and r.job.seed == seed and r.job.split == split), None)
 
-    _measure_pools(s, candidates)
-    rung0 = breadth_first(candidates, record.baseline_seconds)
-    low_base = None
-    for c in rung0:
-        done = [t for t in c.trials if t.fidelity == FIDELITY]
-        if done:
-            continue
-        if s.clock.spent() + predicted_cost(c, record.baseline_seconds, FIDELITY) + \
-                (0 if low_base is not None else record.baseline_seconds * FIDELITY) > RUNG0_SHARE * budget:
-            c.outcome = "over budget (cheap rung)"
-            continue
-        low_base = s.context(FIDELITY)
-        s.trial(c, FIDELITY)
 
-    def ok_low(c: Candidate) -> bool:
-        t = next((t for t in c.trials if t.fidelity == FIDELITY and t.status == "complete"), None)
-        return t is not None and within(t.metric, t.baseline_metric, tol, metric)
+def spent(results: dict[int, Result], phases: tuple[int, ...], extra: dict[str, Any]) -> float:
+    """What the jobs of ``phases`` cost (each process's seconds, summed), plus the planners' own work for the search."""
+    own = sum(float(v) for v in extra.get("planner_seconds", {}).values()) if BASELINES in phases else 0.0
+    return own + sum(r.seconds for r in results.values() if r.job.phase in phases)
 
-    tried = [c for c in candidates if any(t.fidelity == FIDELITY and t.status == "complete" for t in c.trials)]
-    promoted = sorted([c for c in tried if ok_low(c)], key=lambda c: predicted_cost(c, record.baseline_seconds, 1.0))
-    if not promoted:  # nothing held up at the cheap rung: give the two best a full schedule all the same
-        promoted = sorted(tried, key=lambda c: _low_metric(c) * (1 if metric.higher_is_better else -1), reverse=True)[:2]
-    for c in tried:
-        if c not in promoted[:PROMOTE]:
-            c.outcome = "stopped at the cheap rung" + ("" if ok_low(c) else ": worse")
-    for c in promoted[:PROMOTE]:
-        if any(t.fidelity == 1.0 for t in c.trials):
-            continue
-        if s.clock.spent() + predicted_cost(c, record.baseline_seconds, 1.0) > budget:
-            c.outcome = "over budget (full)"
-            continue
-        s.trial(c, 1.0)
-    winners = []
-    for c in candidates:
-        t = next((t for t in c.trials if t.fidelity == 1.0), None)
-        if t is None:
-            continue
-        if t.status != "complete":
-            c.outcome = "failed"
-        elif not within(t.metric, record.baseline_metric, tol, metric):
-            c.outcome = "full: worse"
-        elif t.time_ratio is None or t.time_ratio >= 1:
-            c.outcome = "full: not faster"
+
+# -- the phases' decisions -------------------------------------------------------------------------------------------
+def baseline_jobs(seed: int) -> list[Job]:
+    """The yardstick (the full baseline) and the baseline the cheap rung is held against."""
+    return [Job(BASELINES, "baseline", 1.0, seed, "validation"), Job(BASELINES, "baseline", FIDELITY, seed, "validation")]
+
+
+def cheap_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> list[Job]:
+    """Breadth first while the predicted cost stays under ``RUNG0_SHARE`` of the budget (the rest: over budget)."""
+    unit = record.baseline_seconds or 0.0
+    room = RUNG0_SHARE * record.budget * unit - spent_so_far
+    jobs = []
+    for c in breadth_first(record.candidates, unit):
+        cost = predicted_cost(c, unit, FIDELITY)
+        if cost <= room:
+            room -= cost
+            jobs.append(Job(CHEAP, c.arm, FIDELITY, seed, "validation"))
+    return jobs
+
+
+def promoted(record: PlanRecord, metric: Any) -> list[Candidate]:
+    """The cheap rung's survivors, cheapest predicted first: within the tolerance of the baseline at that fidelity, or,
+    when none is, the two best."""
+    tried = [c for c in record.candidates if _cheap(c) is not None]
+    ok = sorted([c for c in tried if _ok_cheap(c, record.tolerance, metric)],
+                key=lambda c: predicted_cost(c, record.baseline_seconds or 0.0, 1.0))
+    if ok:
+        return ok[:PROMOTE]
+    def goodness(c: Candidate) -> float:
+        value = _cheap(c).metric  # type: ignore[union-attr]
+        return float("-inf") if value is None else value if metric.higher_is_better else -value
+    return sorted(tried, key=goodness, reverse=True)[:2]
+
+
+def full_jobs(record: PlanRecord, seed: int, metric: Any, spent_so_far: float) -> tuple[list[Job], list[str]]:
+    """The promoted at the full schedule while their predictions fit the budget; and those that did not fit."""
+    room = record.budget * (record.baseline_seconds or 0.0) - spent_so_far
+    jobs, over = [], []
+    for c in promoted(record, metric):
+        cost = predicted_cost(c, record.baseline_seconds or 0.0, 1.0)
+        if cost <= room:
+            room -= cost
+            jobs.append(Job(FULL, c.arm, 1.0, seed, "validation"))
         else:
-            c.outcome = "full: within tolerance, faster"
-            winners.append(c)
-    return sorted(winners, key=lambda c: next(t.time_ratio for t in c.trials if t.fidelity == 1.0) or 1.0)
+            over.append(c.arm)
+    return jobs, over
 
 
-def _low_metric(c: Candidate) -> float:
-    t = next((t for t in c.trials if t.fidelity == FIDELITY and t.status == "complete" and t.metric is not None), None)
-    return t.metric if t is not None else float("-inf")
+def winners(record: PlanRecord) -> list[Candidate]:
+    """Full-schedule candidates within the tolerance of the full baseline and faster, cheapest first."""
+    won = [c for c in record.candidates if c.outcome == "full: within tolerance, faster"]
+    return sorted(won, key=lambda c: next(t.time_ratio for t in c.trials if t.fidelity == 1.0) or 1.0)
+
+
+# -- the record, from the finished jobs ------------------------------------------------------------------------------
+def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result], extra: dict[str, Any], seed: int,
+                metric: Any) -> None:
+    """Every candidate's trials and outcome, and the baseline's numbers, from the study (the same on every process)."""
+    base = find(results, "baseline", 1.0, seed, "validation")
+    if base is not None and base.run is not None:
+        record.baseline_seconds = base.run["total_seconds"]
+        record.baseline_metric = final_value(base.run)  # type: ignore[arg-type]
+    unit = paid_seconds(base.run) if base is not None and base.run is not None else None  # type: ignore[arg-type]
+    queued = {(j.arm, j.fidelity) for j in jobs if j.phase in (CHEAP, FULL)}
+    phases = {j.phase for j in jobs}
+    pools = extra.get("pools", {})
+    for c in record.candidates:
+        c.pool_fraction = pools.get(c.arm, c.pool_fraction)
+        c.trials = []
+        for fidelity in (FIDELITY, 1.0):
+            r = find(results, c.arm, fidelity, seed, "validation")
+            if r is None:
+                continue
+            low = find(results, "baseline", fidelity, seed, "validation")
+            low_metric = final_value(low.run) if low is not None and low.run else None  # type: ignore[arg-type]
+            if r.run is None:
+                c.trials.append(Trial(c.arm, fidelity, r.seconds, None, low_metric, None, "failed", r.error))
+                continue
+            c.trials.append(Trial(c.arm, fidelity, r.seconds, final_value(r.run), low_metric,  # type: ignore[arg-type]
+                                  paid_seconds(r.run) / max(1e-9, unit or 1.0), "complete"))  # type: ignore[arg-type]
+            subset = r.run.get("subset")
+            if c.pool_fraction is None and subset:
+                c.pool_fraction = subset["samples"] / max(1, subset["of"])
+        c.outcome = _outcome(c, record, queued, phases, extra, metric)
+
+
+def _outcome(c: Candidate, record: PlanRecord, queued: set, phases: set[int], extra: dict[str, Any], metric: Any) -> str:
+    full = next((t for t in c.trials if t.fidelity == 1.0), None)
+    if full is not None:
+        if full.status != "complete":
+            return "failed"
+        if not within(full.metric, record.baseline_metric, record.tolerance, metric):
+            return "full: worse"
+        if full.time_ratio is None or full.time_ratio >= 1:
+            return "full: not faster"
+        return "full: within tolerance, faster"
+    if (c.arm, 1.0) in queued:
+        return "running (full)"
+    if CHEAP in phases and (c.arm, FIDELITY) not in queued:
+        return "over budget (cheap rung)"
+    cheap = _cheap(c)
+    if cheap is None:
+        failed = next((t for t in c.trials if t.status == "failed"), None)
+        return "failed" if failed is not None else ("running (cheap rung)" if CHEAP in phases else "waiting")
+    if FULL not in phases:
+        return "cheap rung done"
+    if c.arm in extra.get("over_budget_full", []):
+        return "over budget (full)"
+    return "stopped at the cheap rung" + ("" if _ok_cheap(c, record.tolerance, metric) else ": worse")
+
+
+def _cheap(c: Candidate) -> Trial | None:
+    return next((t for t in c.trials if t.fidelity == FIDELITY and t.status == "complete"), None)
+
+
+def _ok_cheap(c: Candidate, tolerance: float, metric: Any) -> bool:
+    t = _cheap(c)
+    return t is not None and within(t.metric, t.baseline_metric, tolerance, metric)
+
+
+def measure_pools(candidates: list[Candidate], derive: Callable[[str], list[int] | None], n: int) -> dict[str, float]:
+    """The share of the pool each dedup candidate keeps, found before any of them trains (the near-duplicate search
+    takes seconds, on the planner's clock), so its predicted cost is its real size and not the whole pool's."""
+    pools = {}
+    for c in candidates:
+        if c.pool_fraction is None and c.family in ("dedup", "dedup+filter"):
+            try:
+                subset = derive(c.arm)
+            except RunInterrupted:
+                raise
+            except Exception:  # noqa: BLE001  (the trial will fail the same way and record why)
+                continue
+            if subset is not None:
+                pools[c.arm] = len(subset) / max(1, n)
+    return pools

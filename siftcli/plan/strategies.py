@@ -19,8 +19,14 @@ from siftcli.training.setup import sift_config
 #: Kept fractions tried for a static filter, and for training less.
 FILTER_FRACTIONS = (0.25, 0.5)
 LESS_FRACTIONS = (0.35, 0.5)
-#: Online sifting: the kept fraction per raw batch (calibrated, so its cost is known in advance).
-ONLINE_KEEP = 0.5
+#: Online sifting, searched over its score and beta: a calibrated half of each batch by a fresh loss (its cost known in
+#: advance), the loss remembered from training at beta 1 and 2 (kept shares 1/2 and 1/3, scoring nearly free), and a
+#: label-free score (the prediction's entropy); with a holdout, the reference's score (a loss the pool is ranked by).
+ONLINE = ("mode=calibrated,keep_fraction=0.5,score=loss,scoring=fresh",
+          "mode=probabilistic,beta=1,score=loss,scoring=memory",
+          "mode=probabilistic,beta=2,score=loss,scoring=memory",
+          "mode=probabilistic,beta=1,score=entropy,scoring=fresh")
+ONLINE_WITH_REFERENCE = "mode=probabilistic,beta=1,score=reference,scoring=fresh"
 #: A first guess of online sifting's cost beyond its kept fraction, in runs of its schedule, before a rung measures it:
 #: a fresh scoring forward over every raw batch (a forward is about a third of a training step), or, scoring from
 #: memory, the refresh of stale losses. Measured on the default recipe at a kept share of 0.66 (docs/benchmarks.md,
@@ -62,10 +68,13 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
                 None)
     else:
         skipped.append(Skipped("dedup", f"near-duplicate removal compares token bigrams; {recipe.task} has no text"))
-    add(f"sifted:mode=calibrated,keep_fraction={ONLINE_KEEP},score=loss,scoring=fresh", "online", ONLINE_KEEP,
-        SCORING_GUESS["fresh"])
-    if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
+    for settings in ONLINE + ((ONLINE_WITH_REFERENCE,) if kinds and ref.kind in CHEAP_REFERENCES else ()):
         # its expected kept share is the engine's own (SiftConfig.target_keep_fraction); the cheap rung then measures it
+        sifting = online_recipe(recipe, f"sifted:{settings}")
+        if recipe.sift.enabled and sifting.sift == recipe.sift:  # the recipe's own sifting, below, under its own name
+            continue
+        add(f"sifted:{settings}", "online", sift_config(sifting, 1).target_keep_fraction, SCORING_GUESS[sifting.sift.scoring])
+    if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
         add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, SCORING_GUESS[recipe.sift.scoring])
     if recipe.distill is None:
         skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
@@ -74,3 +83,15 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     else:
         skipped.append(Skipped("teacher-cache", "already on: the baseline caches the teacher (distill.cache)"))
     return out, skipped
+
+
+def online_recipe(recipe: Recipe, arm: str) -> Recipe:
+    """The recipe sifting with the settings an online arm's name carries (``sifted:beta=2,score=loss``)."""
+    from siftcli.recipe.reader import apply_override
+    from siftcli.recipe.schema import validate_recipe
+
+    raw = recipe.model_dump(mode="json")
+    raw["sift"]["enabled"] = True
+    for item in filter(None, arm.partition(":")[2].split(",")):
+        apply_override(raw, f"sift.{item}")
+    return validate_recipe(raw, "plan")

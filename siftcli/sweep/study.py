@@ -41,7 +41,7 @@ def optuna_module() -> Any:
     try:
         import optuna
     except ImportError:
-        raise SiftcliError('sweep-beta needs Optuna: pip install "siftcli[sweep]"') from None
+        raise SiftcliError('siftcli plan and sweep-beta need Optuna: pip install "optuna>=4.0"') from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
@@ -131,7 +131,7 @@ def open_study(settings: Any, sweep_dir: Path, higher: bool, max_resource: int |
                                pruner=pruner, load_if_exists=True, **kwargs)
 
 
-def join(study: Any, recipe_sha256: str, shared: dict[str, Any]) -> bool:
+def join(study: Any, recipe_sha256: str, shared: dict[str, Any], keys: tuple[str, ...] = SHARED) -> bool:
     """Record this study's recipe and settings, or check that a machine joining it uses the same ones. True for the
     one process that started the study (it queues the grid), decided by who created ``NAME:founder`` first."""
     optuna = optuna_module()
@@ -151,7 +151,7 @@ def join(study: Any, recipe_sha256: str, shared: dict[str, Any]) -> bool:
     if attrs.get(RECIPE, recipe_sha256) != recipe_sha256:
         raise SiftcliError(f"--study {study.study_name}: this study was started with another recipe; give the same recipe "
                            "on every machine, or another --study name")
-    differ = [k for k in SHARED if k in attrs.get(SETTINGS, shared) and attrs.get(SETTINGS, shared).get(k) != shared.get(k)]
+    differ = [k for k in keys if k in attrs.get(SETTINGS, shared) and attrs.get(SETTINGS, shared).get(k) != shared.get(k)]
     if differ:
         raise SiftcliError(f"--study {study.study_name}: this study was started with other settings ({', '.join(differ)}); "
                            "give the same options on every machine, or another --study name")

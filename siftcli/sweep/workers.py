@@ -93,7 +93,7 @@ def _stderr_to(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """On Linux the kernel sends SIGTERM when the sweep process dies (even by SIGKILL): a worker never trains on for a
     parent that cannot tell its study the result. Elsewhere the worker ends at the end of its stdin."""
     if sys.platform.startswith("linux"):
@@ -107,7 +107,7 @@ def _die_with_parent() -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -m siftcli.sweep.workers SWEEP_DIR [--once]``: what the sweep starts, ``--jobs`` at a time."""
     argv = sys.argv[1:] if argv is None else argv
-    _die_with_parent()
+    die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own stdout ...
     os.dup2(2, 1)  # ... and anything printed goes to the log
     return serve(Path(argv[0]), sys.stdin, replies, once="--once" in argv[1:])
