@@ -63,3 +63,5 @@ def test_sift_section_becomes_the_engine_config_by_name(tmp_path: Path) -> None:
         assert getattr(cfg, name) == section[name], name
     assert cfg.sift_delay == 5 and cfg.target_keep_fraction == 0.3
     assert sift_config(r, 80, mode="random", keep_fraction=0.5).mode == "random"
+    # keep_fraction is calibrated's and random's: a probabilistic rule keeps 1/(1+beta) whatever is left in it
+    assert sift_config(r, 80, mode="probabilistic", beta=1.0).target_keep_fraction == 0.5

@@ -130,6 +130,12 @@ def test_a_stream_keeps_the_sources_own_values_and_counts_groups_on_the_second_p
     unnamed = recipe.model_copy(update={"data": recipe.data.model_copy(update={"label_names": None})})
     with pytest.raises(SiftcliError, match="data.label_names: --stream with a label reference needs the label names"):
         run_filter(unnamed, 0.5, str(tmp_path / "x.jsonl"), None, engine=Engine(workers=1), stream=True)
+    # training's own rule for ids: with two label names, an id 2 is refused as it is when training reads the file
+    (folder / "ids.jsonl").write_text("".join(json.dumps({"text": r["text"], "label": 2 if i == 7 else i % 2, "site": "a"})
+                                              + "\n" for i, r in enumerate(rows)))
+    ids = recipe.model_copy(update={"data": recipe.data.model_copy(update={"source": str(folder / "ids.jsonl")})})
+    with pytest.raises(SiftcliError, match=r"data: label 2 in the training data is not a class id in 0\.\.1"):
+        run_filter(ids, 0.5, str(tmp_path / "x.jsonl"), None, engine=Engine(workers=1), stream=True)
 
 
 @pytest.mark.parametrize("changes,words", [

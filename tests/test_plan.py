@@ -51,6 +51,11 @@ def test_strategies_apply_by_recipe_and_say_why_the_rest_do_not(text_csv: Path) 
     assert "filter:fraction=0.25,reference=naive-bayes" in arms and "filter:fraction=0.5,reference=holdout" in arms
     assert any(c.family == "dedup+filter" for c in found)
     assert "sifted:mode=probabilistic,beta=1,score=reference,scoring=fresh" in arms  # the holdout's score, online
+    by_arm = {c.arm: c for c in found}
+    assert by_arm["sifted:mode=probabilistic,beta=1,score=reference,scoring=fresh"].extra_cost == 0.0  # no forward
+    calibrated = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.mode": "calibrated", "sift.keep_fraction": 0.25}), "t")
+    priced = {c.arm: c.pool_fraction for c in strategies(calibrated)[0]}  # a probabilistic member keeps 1/(1+beta), not
+    assert priced["sifted:mode=probabilistic,beta=2,score=loss,scoring=memory"] == pytest.approx(1 / 3)  # the 0.25 left
     assert len(arms) == len(set(arms))
     same = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.mode": "probabilistic", "sift.beta": 2.0,
                                                          "sift.score": "loss", "sift.scoring": "memory"}), "t")
@@ -115,10 +120,15 @@ def test_nothing_confirmed_means_train_on_everything() -> None:
     record = PlanRecord("running", "r", "accuracy", 3, 1, 3, baseline_seconds=10.0)
     _decide(record)
     assert record.pick == "baseline" and record.payback_runs is None and record.answer.startswith("train on everything")
-    worse = Paired("baseline", -3.0, 0.5, 3, (-5.0, -1.0), [-3.0, -3.5, -2.5])
+    worse = Paired("baseline", -3.0, 0.5, 3, (-5.0, -1.5), [-3.0, -3.5, -2.5])
     record.confirmations = [Confirmation("filter:fraction=0.25", [1, 2, 3], [0.8] * 3, [0.83] * 3, 0.3, 5.0, [worse], False)]
     _decide(record)
-    assert record.pick == "baseline"
+    assert record.pick == "baseline" and "inconclusive" not in record.answer  # the whole interval is beyond the tolerance
+    unsure = Paired("baseline", 0.07, 0.47, 3, (-1.95, 2.08), [0.5, -0.4, 0.1])
+    record.confirmations = [Confirmation("sifted:beta=2", [1, 2, 3], [0.94] * 3, [0.94] * 3, 0.63, 5.0, [unsure], False)]
+    _decide(record)
+    assert record.pick == "baseline" and "sifted:beta=2: +0.07 ± 0.47 points over 3 seeds" in record.answer
+    assert "inconclusive rather than worse" in record.answer
 
 
 def test_a_plan_searches_confirms_writes_a_runnable_recipe_and_resumes(tmp_path: Path) -> None:

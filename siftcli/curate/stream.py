@@ -27,6 +27,7 @@ from siftcli.curate.pipeline import CurateResult, curate, recipe_tokenizer
 from siftcli.errors import SiftcliError, first_line
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import TABLE_KINDS, atomic_write
+from siftcli.workload.data import label_id
 
 
 def stream_refusal(recipe: Recipe, keep: float | None) -> str | None:
@@ -43,28 +44,15 @@ def stream_refusal(recipe: Recipe, keep: float | None) -> str | None:
 
 
 def _labels(recipe: Recipe, needed: bool) -> Callable[[list], np.ndarray]:
-    """Each chunk's labels as class ids, as training maps them: names through ``data.label_names``, whole numbers as
-    they are (only the naive-Bayes reference reads them; otherwise zeros)."""
+    """Each chunk's labels as class ids by training's own rule (:func:`~siftcli.workload.data.label_id`): names through
+    ``data.label_names``, whole numbers within its range (only the naive-Bayes reference reads them; otherwise zeros)."""
     names = recipe.data.label_names
     lookup = {n: i for i, n in enumerate(names or [])}
 
     def ids(values: list) -> np.ndarray:
         if not needed:
             return np.zeros(len(values), dtype=np.int64)
-        out = np.empty(len(values), dtype=np.int64)
-        for i, v in enumerate(values):
-            if isinstance(v, str):
-                if not names:
-                    raise SiftcliError(f"data.label_names: --stream with a label reference needs the label names "
-                                       f"(label {v!r}; the whole source is never read at once to collect them)")
-                if v not in lookup:
-                    raise SiftcliError(f"data: label {v!r} in the training data is not in label_names {names}")
-                out[i] = lookup[v]
-            elif isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and int(v) == v:
-                out[i] = int(v)
-            else:
-                raise SiftcliError(f"data: label {v!r} in the training data is not a class name or id")
-        return out
+        return np.array([label_id(v, names, lookup, "training") for v in values], dtype=np.int64)
     return ids
 
 

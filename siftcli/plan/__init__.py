@@ -2,7 +2,9 @@
 that runs it (``siftcli plan``).
 
 :mod:`.strategies` lists what applies to the recipe (each a row of the arms table) and why the rest does not;
-:mod:`.search` runs them on a validation split under the budget, cheap fidelities first; :mod:`.confirm` re-runs the
-best on the evaluation split against the full baseline and a random subset of the same size; :mod:`.run` holds it
-together, writes ``plan.json``, ``plan.yaml`` and the filtered data, and resumes an interrupted plan.
+:mod:`.search` decides each phase's jobs on the validation split under the budget, cheap fidelities first, and
+:mod:`.confirm` the confirmation's, on the evaluation split against the full baseline and a random subset of the same
+size; :mod:`.study` keeps the jobs on an Optuna study every process and machine of the plan shares; :mod:`.trials`
+trains one; :mod:`.run` holds it together (the phases, the workers, ``plan.json``, ``plan.yaml`` and the filtered data,
+resuming an interrupted plan).
 """

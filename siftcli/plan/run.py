@@ -324,6 +324,12 @@ def _decide(record: PlanRecord) -> None:
         record.payback_runs = None
         record.answer = ("train on everything: no strategy was within the tolerance of the full baseline at less time "
                          + ("in the confirmation" if record.confirmations else "on the validation split"))
+        best = max(record.confirmations, key=lambda c: c.versus[0].ci95[0] if c.versus[0].n else float("-inf"), default=None)
+        if best is not None and best.versus[0].n > 1 and best.versus[0].ci95[1] > -record.tolerance:
+            v = best.versus[0]
+            record.answer += (f" ({best.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {best.time_ratio:.2f} "
+                              f"of the time, 95% {v.ci95[0]:+.2f} to {v.ci95[1]:+.2f}: inconclusive rather than worse; "
+                              "more --seeds narrow the interval)")
         return
     best = ok[0]
     family = next(c.family for c in record.candidates if c.arm == best.arm)

@@ -73,9 +73,9 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
         sifting = online_recipe(recipe, f"sifted:{settings}")
         if recipe.sift.enabled and sifting.sift == recipe.sift:  # the recipe's own sifting, below, under its own name
             continue
-        add(f"sifted:{settings}", "online", sift_config(sifting, 1).target_keep_fraction, SCORING_GUESS[sifting.sift.scoring])
+        add(f"sifted:{settings}", "online", sift_config(sifting, 1).target_keep_fraction, scoring_guess(sifting))
     if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
-        add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, SCORING_GUESS[recipe.sift.scoring])
+        add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, scoring_guess(recipe))
     if recipe.distill is None:
         skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
     elif recipe.distill.cache is False:
@@ -83,6 +83,12 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     else:
         skipped.append(Skipped("teacher-cache", "already on: the baseline caches the teacher (distill.cache)"))
     return out, skipped
+
+
+def scoring_guess(recipe: Recipe) -> float:
+    """Online sifting's predicted cost beyond its kept share: none when it ranks by the reference's score alone (decided
+    at the sampler, no forward), else :data:`SCORING_GUESS` for its scoring."""
+    return 0.0 if recipe.sift.score == "reference" else SCORING_GUESS[recipe.sift.scoring]
 
 
 def online_recipe(recipe: Recipe, arm: str) -> Recipe:

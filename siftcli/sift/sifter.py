@@ -119,7 +119,7 @@ class SiftConfig:
             return 1.0
         if self.mode == "infobatch":  # nominal: about half the samples score below the mean
             return 1.0 - self.prune_fraction / 2
-        if self.keep_fraction is not None:
+        if self.keep_fraction is not None and self.mode in ("calibrated", "random"):  # the modes it is documented for
             return float(self.keep_fraction)
         return algorithm.target_keep_fraction(self.beta)
 

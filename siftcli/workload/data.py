@@ -342,6 +342,25 @@ def _check_labels(values: list[Any], label_names: list[str] | None, source: str,
                            "Fix that line, or give data.label_names to mean those classes")
 
 
+def label_id(v: Any, names: list[str] | None, lookup: dict[str, int], which: str) -> int:
+    """One label as its class id: a name through ``names``, a whole number as it is, within ``0..len(names)-1`` when
+    the names are known. The one rule for the training data and for ``siftcli filter --stream``'s chunks (which
+    cannot collect the names, so without ``data.label_names`` a name is refused and an id is only checked >= 0)."""
+    if isinstance(v, str):
+        if names is None:
+            raise SiftcliError(f"data.label_names: --stream with a label reference needs the label names (label {v!r}; "
+                               "the whole source is never read at once to collect them)")
+        if v not in lookup:
+            raise SiftcliError(f"data: label {v!r} in the {which} data is not in label_names {names}")
+        return lookup[v]
+    top = len(names) - 1 if names is not None else None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or int(v) != v or int(v) < 0 \
+            or (top is not None and int(v) > top):
+        raise SiftcliError(f"data: label {v!r} in the {which} data is not a class id in "
+                           + (f"0..{top}" if top is not None else "0, 1, ..."))
+    return int(v)
+
+
 def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | None) -> tuple[Any, Any, list[str]]:
     values = column_values(train, column)
     ev_values = column_values(evald, column)
@@ -361,18 +380,8 @@ def _map_labels(train: Any, evald: Any, column: str, label_names: list[str] | No
         top = max(int(v) for v in values + ev_values)
         names = [str(i) for i in range(top + 1)]
     lookup = {n: i for i, n in enumerate(names)}
-
-    def to_id(v: Any, which: str) -> int:
-        if isinstance(v, str):
-            if v not in lookup:
-                raise SiftcliError(f"data: label {v!r} in the {which} data is not in label_names {names}")
-            return lookup[v]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or not 0 <= int(v) < len(names):
-            raise SiftcliError(f"data: label {v!r} in the {which} data is not a class id in 0..{len(names) - 1}")
-        return int(v)
-
-    tr_ids = [to_id(v, "train") for v in values]
-    ev_ids = [to_id(v, "eval") for v in ev_values]
+    tr_ids = [label_id(v, names, lookup, "train") for v in values]
+    ev_ids = [label_id(v, names, lookup, "eval") for v in ev_values]
     if len(names) < 2 or len(set(tr_ids)) < 2:
         only = names[tr_ids[0]] if tr_ids else names[0]
         raise SiftcliError(f"data: the training labels hold one class only ({only!r}); classification needs at least two")
