@@ -61,6 +61,14 @@ def test_strategies_apply_by_recipe_and_say_why_the_rest_do_not(text_csv: Path) 
                                                          "sift.score": "loss", "sift.scoring": "memory"}), "t")
     online = [c.arm for c in strategies(same)[0] if c.family == "online"]
     assert "sifted" in online and not any("beta=2,score=loss,scoring=memory" in a for a in online)  # not twice
+    # a setting that is invalid over the recipe's own sift section is skipped with why, never a traceback
+    renewing = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.scoring": "memory", "sift.memory_refresh": "train"}), "t")
+    found, skipped = strategies(renewing)
+    assert not any("entropy" in c.arm for c in found) and any(c.family == "online" for c in found)
+    assert any("score=entropy" in s.family and "memory_refresh" in s.why for s in skipped)
+    for c in found:
+        if c.family == "online":
+            check_arms(renewing, [c.arm], "baseline")
     check_arms(held, arms, "baseline")  # every strategy is a runnable row of the arms table
 
 

@@ -220,8 +220,8 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
     else:
         assert recipe is not None
         check_options(budget, tolerance, seeds, workers, storage, study)
+        candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
         first, folder = prepare(recipe, output, "-plan")
-        candidates, skipped = strategies(recipe)
         record = PlanRecord("running", recipe.name, first.metric, budget, tolerance, seeds, candidates=candidates,
                             skipped=skipped, storage=storage, study=study_name(study, folder), workers=workers)
     _threads(record.workers)

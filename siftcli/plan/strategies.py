@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from siftcli.arms.table import arm_row
 from siftcli.curate.dedup import DEFAULT_SIMILARITY
+from siftcli.errors import SiftcliError, first_line
 from siftcli.plan.record import Candidate, Skipped
 from siftcli.recipe.schema import Recipe
 from siftcli.tasks import TASKS
@@ -70,10 +71,15 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
         skipped.append(Skipped("dedup", f"near-duplicate removal compares token bigrams; {recipe.task} has no text"))
     for settings in ONLINE + ((ONLINE_WITH_REFERENCE,) if kinds and ref.kind in CHEAP_REFERENCES else ()):
         # its expected kept share is the engine's own (SiftConfig.target_keep_fraction); the cheap rung then measures it
-        sifting = online_recipe(recipe, f"sifted:{settings}")
+        try:  # the setting over the recipe's own sift section (memory_refresh, history, delay): some pairs are invalid
+            sifting = online_recipe(recipe, f"sifted:{settings}")
+            keep = sift_config(sifting, 1).target_keep_fraction
+        except (ValueError, SiftcliError) as exc:
+            skipped.append(Skipped(f"online sifted:{settings}", f"invalid with this recipe's sift section: {first_line(exc)}"))
+            continue
         if recipe.sift.enabled and sifting.sift == recipe.sift:  # the recipe's own sifting, below, under its own name
             continue
-        add(f"sifted:{settings}", "online", sift_config(sifting, 1).target_keep_fraction, scoring_guess(sifting))
+        add(f"sifted:{settings}", "online", keep, scoring_guess(sifting))
     if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
         add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, scoring_guess(recipe))
     if recipe.distill is None:
