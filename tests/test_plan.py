@@ -322,6 +322,7 @@ def test_a_job_whose_machine_fell_silent_is_queued_again_for_another(tmp_path: P
 @pytest.mark.parametrize("args,expected", [
     (["--workers", "0"], "--workers 0: expected 1 to 64"),
     (["--study", "x"], "--study names a study in a shared --storage; give --storage too"),
+    (["--storage", "sqlite:///plan.db", "--study", " "], "--study: expected a name shared by every machine of the plan"),
     (["--storage", "sqlite:///:memory:"], "an in-memory database lives in one process"),
     (["--storage", "nonsense"], "expected an Optuna storage URL"),
 ])

@@ -28,7 +28,7 @@ from siftcli.plan import confirm as confirming
 from siftcli.plan import search as searching
 from siftcli.plan.record import Candidate, Confirmation, Paired, PlanRecord, Skipped, Trial
 from siftcli.plan.strategies import online_recipe, strategies
-from siftcli.plan.study import PlanStudy, Result, study_name
+from siftcli.plan.study import DEFAULT_STUDY, PlanStudy, Result
 from siftcli.plan.trials import Trials
 from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
@@ -67,6 +67,8 @@ def check_options(budget: float, tolerance: float, seeds: int, workers: int = 1,
         raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
     if not 1 <= workers <= 64:
         raise SiftcliError(f"--workers {workers}: expected 1 to 64 processes on this machine")
+    if study is not None and not study.strip():
+        raise SiftcliError("--study: expected a name shared by every machine of the plan")
     if study is not None and not storage:
         raise SiftcliError("--study names a study in a shared --storage; give --storage too (without it the plan's "
                            "study is a journal file in its folder)")
@@ -154,8 +156,7 @@ class Plan:
                     after_job()
                     continue
                 done, _ = self.study.results()
-                mine = [i for i, j in enumerate(self.study.jobs()) if j.phase == phase]
-                if all(i in done for i in mine):
+                if all(i in done for i, j in enumerate(self.study.jobs()) if j.phase == phase):
                     break
                 waiting("jobs other processes are training")
                 time.sleep(POLL_SECONDS)  # another process trains this phase's last jobs; nothing else to do here
@@ -223,7 +224,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
         first, folder = prepare(recipe, output, "-plan")
         record = PlanRecord("running", recipe.name, first.metric, budget, tolerance, seeds, candidates=candidates,
-                            skipped=skipped, storage=storage, study=study_name(study, folder), workers=workers)
+                            skipped=skipped, storage=storage, study=study or DEFAULT_STUDY, workers=workers)
     _threads(record.workers)
     rows = _rows(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])

@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from siftcli.errors import SiftcliError
 from siftcli.sweep import study as studies
 
 #: The settings every machine on one plan study must share.
@@ -36,6 +35,8 @@ JOBS = "siftcli_plan_jobs"
 PHASES = "siftcli_plan_phases"  # how many phases have their jobs queued
 EXTRA = "siftcli_plan_extra"  # what the phase planners learned and every process needs (the pools of dedup candidates)
 PARAM = "job"
+#: The study's name in the plan folder's own journal (``--study`` names one in a shared ``--storage``).
+DEFAULT_STUDY = "siftcli-plan"
 
 
 @dataclass(frozen=True)
@@ -198,10 +199,3 @@ class PlanStudy:
             stop.set()
             thread.join(timeout=5)
         return end
-
-
-def study_name(name: str | None, folder: Path) -> str:
-    """The study's name: ``--study``, or one per plan folder."""
-    if name is not None and not name.strip():
-        raise SiftcliError("--study: expected a name shared by every machine of the plan")
-    return name or "siftcli-plan"
