@@ -67,10 +67,12 @@ def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path) -> None
             assert shown in table, (arm, shown)
     diff = 100 * (runs["sifted"]["final"]["accuracy"] - runs["equal-time"]["final"]["accuracy"])
     assert f"{diff:+.2f} points" in result.output and data["pairs"][0]["vs"]["equal-time"]["diff"] == pytest.approx(diff)
-    from siftcli.arms.table import equal_time_steps
-
-    # the equal-time baseline gets the sifted run's wall-clock in steps (more than the baseline's, if sifting was slower)
-    assert runs["equal-time"]["optimizer_steps"] == equal_time_steps(runs["baseline"], runs["sifted"])
+    # the equal-time baseline gets the sifted run's wall-clock in seconds, and trains until its own clock reaches it
+    per_step = runs["equal-time"]["train_seconds"] / runs["equal-time"]["optimizer_steps"]
+    held = data["pairs"][0]["equal_time"]
+    assert held["budget_seconds"] == pytest.approx(runs["sifted"]["train_seconds"])
+    assert held["budget_seconds"] <= runs["equal-time"]["train_seconds"] <= held["budget_seconds"] + 3 * per_step + 0.05
+    assert held["ratio"] == pytest.approx(runs["equal-time"]["train_seconds"] / held["budget_seconds"])
     assert "Verdict:" in result.output and data["verdict"]
     assert (out / "metric_vs_time.png").exists()
     again = runner.invoke(app, ["compare", str(out / "baseline"), str(out / "sifted")])

@@ -83,3 +83,21 @@ def test_compiled_training_reports_what_it_compiled(eager_backend: None, tmp_pat
     out = train(build_workload(recipe), recipe, run_dir=None)
     assert out["compile"]["graphs"] >= 1 and out["compile"]["pad_to_multiple_of"] == 16
     assert out["compile"]["eager_fallbacks"] == 0
+
+
+def test_every_bucket_is_compiled_at_the_start_on_the_clock_and_nothing_after(eager_backend: None, text_csv: Path) -> None:
+    """The buckets (multiples of 16 up to max_length 16 here: one; 32: two) compile before the first step, in their own
+    phase on the run's clock; the steady state compiles nothing; scoring and evaluation stay eager."""
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, compile=True, max_length=32, epochs=2, **{"sift.enabled": False}))
+    out = train(build_workload(recipe), recipe, run_dir=None)
+    assert out["compile"]["compilations"] >= 2 and out["compile"]["steady_compilations"] == 0
+    assert out["phases"]["compile"] > 0 and out["compile"]["seconds"] > 0
+    assert out["train_seconds"] >= out["phases"]["compile"]
+
+
+def test_compile_mode_reaches_torch_compile(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = {}
+    monkeypatch.setattr(compiling, "BACKEND", "inductor")
+    monkeypatch.setattr(torch, "compile", lambda module, **kwargs: seen.update(kwargs) or module)
+    compiling.compile_module(torch.nn.Linear(2, 2), "reduce-overhead")
+    assert seen == {"backend": "inductor", "dynamic": False, "mode": "reduce-overhead"}

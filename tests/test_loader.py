@@ -212,6 +212,7 @@ def test_memory_mode_scores_only_unknown_or_stale_samples_and_record_feeds_it() 
     for batch in fed:  # record() files the training forward's losses under the yielded batch's own indices
         fed.record(torch.full((batch[0].shape[0],), 42.0))
         trained += (batch[0][:, 0] * 1e6).round().long().tolist()
+    fed.feedback.settle()  # recorded losses reach the memory a batch later (the host never waits for them)
     remembered = fed.memory.read(torch.arange(96))
     firsts = (fed.dataloader.dataset.tensors[0][:, 0] * 1e6).round().long().tolist()
     assert {firsts[i] for i in (remembered == 42.0).nonzero().flatten().tolist()} == set(trained)
@@ -276,6 +277,7 @@ def test_memory_decisions_are_made_at_the_sampler_so_dropped_samples_are_never_f
                                SiftConfig(beta=2.0, scoring="memory", memory_max_age=None, sift_delay=12, seed=0))
     for batch in loader:  # epoch 1: the delay; the training losses are recorded (free) and fill the history
         loader.record(batch[0][:, 0])
+    loader.feedback.settle()  # the last batch's losses arrive a batch later
     assert loader.stats.scored_samples == 0 and loader.sifter.history.numel() == 96
     data.fetched.clear()
     kept_values = []
@@ -341,6 +343,7 @@ def test_record_follows_the_order_batches_were_yielded_in_when_the_loop_fetches_
     ahead = [next(it), next(it), next(it)]  # like Lightning's prefetch or gradient accumulation
     for batch in ahead:
         loader.record(batch[0][:, 0] + 10)
+    loader.feedback.settle()
     remembered = loader.memory.read(torch.arange(24))
     assert torch.allclose(remembered, torch.arange(24) / 64 + 10)
 

@@ -26,8 +26,16 @@ def test_lr_schedule_warms_up_and_fully_decays() -> None:
     assert lr_factor(0.5, 0.0, "constant") == 1.0
 
 
-@pytest.mark.parametrize("sift,scoring", [(True, "fresh"), (True, "memory"), (False, "fresh")])
-def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, sift: bool, scoring: str) -> None:
+@pytest.mark.parametrize("sift,scoring,overlap", [(True, "fresh", False), (True, "memory", False), (False, "fresh", False),
+                                                  (True, "fresh", True), (True, "memory", True)])
+def test_resumed_run_ends_with_the_same_weights(tmp_path: Path, text_csv: Path, sift: bool, scoring: str, overlap: bool,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``overlap``: the GPU's order (each scored raw batch decided when the next one's forward is queued), where a
+    checkpoint can fall while a fetched batch waits for its scores: it is saved with them and decided the same way."""
+    from siftcli.sift import loader as loader_module
+
+    if overlap:
+        monkeypatch.setattr(loader_module, "OVERLAP_DEVICES", ("cuda", "cpu"))
     raw = tiny_recipe_dict(text_csv, checkpoint_every_steps=3, **{"sift.enabled": sift, "sift.scoring": scoring})
     recipe = validate_recipe(raw)
 
@@ -177,7 +185,7 @@ def test_a_signal_inside_a_step_finishes_it_and_the_resume_is_exact(tmp_path: Pa
     def loss_that_gets_interrupted(model, batch):  # noqa: ANN001, ANN202
         if model.training:
             calls["n"] += 1
-            if calls["n"] == 11:  # mid-run, inside a step, before its backward and optimizer step
+            if calls["n"] == 11 + recipe.clock_warmup_steps:  # mid-run, inside a step, before its backward and optimizer step
                 for name in signals:
                     os.kill(os.getpid(), getattr(signal_mod, name))
         return real_loss(model, batch)

@@ -21,6 +21,16 @@ class Opponent(TypedDict):
     diff: float | None  # subject minus it, in the metric's reporting unit (positive: the subject is better)
 
 
+class EqualTime(TypedDict):
+    """The equal-time opponent's time against the time it was given: the arm it is held against (reference paid)."""
+
+    held_against: str
+    budget_seconds: float
+    train_seconds: float
+    ratio: float
+    within_3_percent: bool
+
+
 class Pair(TypedDict):
     """One seed of a comparison: the subject against the baseline on time, and against every arm on the metric."""
 
@@ -44,6 +54,7 @@ class Pair(TypedDict):
     target_keep: float | None
     vs: dict[str, Opponent]
     teacher: NotRequired[TeacherInfo]
+    equal_time: NotRequired[EqualTime]
     noisy_share_kept: NotRequired[float]
     noise_rate: NotRequired[float]
     seed: NotRequired[int]
@@ -173,6 +184,11 @@ def compare_pair(runs: dict[str, RunMetrics], drop_points: float = 0.5, subject:
     }
     if sifted.get("teacher"):
         out["teacher"] = sifted["teacher"]
+    if "equal-time" in runs:  # the record says whether the opponent really trained as long as the arm it is held against
+        budget, spent = paid_seconds(sifted), runs["equal-time"]["train_seconds"]
+        out["equal_time"] = {"held_against": subject, "budget_seconds": budget, "train_seconds": spent,
+                             "ratio": spent / budget if budget else float("nan"),
+                             "within_3_percent": bool(budget and abs(spent / budget - 1) <= 0.03)}
     noise = sifted.get("label_noise") or {}
     if noise.get("kept_share_after_delay") is not None:
         out["noisy_share_kept"] = noise["kept_share_after_delay"]

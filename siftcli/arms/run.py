@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from siftcli.arms.context import SeedContext
-from siftcli.arms.table import arm_row, check_arms
+from siftcli.arms.table import arm_row, check_arms, seed_order
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, ensure_writable
 from siftcli.training.loop import train
@@ -30,14 +30,17 @@ def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
     """
     order = check_arms(recipe, arms, subject)
     out: list[dict[str, RunMetrics]] = [] if live is None else live
-    for seed in seeds:
+    for position, seed in enumerate(seeds):
         r = recipe.model_copy(update={"seed": seed})
         workload = (workloads or build_workload)(r)
         ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()), subject)
         seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
         out.append(ctx.runs)
-        for name in order:
+        for name in seed_order(order, position, subject):
             ctx.runs[name] = run_one(ctx, name, seed_dir / folder_name(name), on_event)
+        ran = dict(ctx.runs)  # each seed's record lists its arms in the table's order, whatever order they ran in
+        ctx.runs.clear()
+        ctx.runs.update({name: ran[name] for name in order})
     return out
 
 

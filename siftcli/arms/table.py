@@ -74,7 +74,8 @@ def _sifted(ctx: SeedContext, name: str) -> Plan:
 
 
 def _equal_time(ctx: SeedContext, name: str) -> Plan:
-    """A baseline given the subject's wall-clock, reference paid in full, learning rate fully decayed at its end."""
+    """A baseline given the subject's wall-clock in seconds, reference paid in full, learning rate fully decayed at its
+    end."""
     return Plan(equal_time_recipe(ctx.recipe, ctx.runs["baseline"], ctx.runs[ctx.subject]))
 
 
@@ -353,21 +354,27 @@ def check_arms(recipe: Recipe, arms: list[str], subject: str = "sifted") -> list
     return order
 
 
+def seed_order(order: list[str], position: int, subject: str = "sifted") -> list[str]:
+    """The arms' order for the ``position``-th seed of a comparison: as given for even positions, reversed (each arm
+    still after what it needs) for odd ones, so no arm always runs first or last in the process: what running early or
+    late costs or gains (a cold device, a warm cache, a throttled CPU) falls on each arm in turn."""
+    return order if position % 2 == 0 else ordered(order[::-1], subject)
+
+
 # -- what the opponents copy from the subject ------------------------------------------------------
 
-def equal_time_steps(baseline: RunMetrics, sifted: RunMetrics) -> int:
-    """Steps a baseline can take in the sifted run's training wall-clock, its reference paid in full."""
-    per_step = baseline["train_seconds"] / max(1, baseline["optimizer_steps"])
-    return max(1, int(round(paid_seconds(sifted) / per_step)))
-
-
 def equal_time_recipe(recipe: Recipe, baseline: RunMetrics, sifted: RunMetrics) -> Recipe:
-    """The baseline recipe capped at the sifted run's wall-clock (schedule fully decayed at that step).
+    """The baseline recipe given the sifted run's training seconds (its reference paid in full) as a budget of seconds
+    on its own clock, the schedule planned to decay fully when that time is spent.
 
-    When the sifted run took longer than the baseline (a costly reference, say), the opponent gets
-    the extra epochs it needs to fill that time, so the comparison stays one of equal time.
+    Seconds, not steps converted at the baseline's rate: the rate of another run carries that run's own start-up (on a
+    GPU the first arm paid the device's warm-up and the opponent got 28% less time than the arm it was held against).
+    The epochs are an upper bound from the baseline's rate, with room, so the clock ends the run, never the data.
     """
-    return capped(recipe, equal_time_steps(baseline, sifted), baseline["optimizer_steps"] / recipe.epochs)
+    seconds = max(1e-3, paid_seconds(sifted))
+    per_epoch = baseline["train_seconds"] / max(recipe.epochs, 1e-9)
+    epochs = math.ceil(max(recipe.epochs, 1.5 * seconds / per_epoch if per_epoch > 0 else recipe.epochs) + 1)
+    return recipe.model_copy(update={"max_seconds": seconds, "max_steps": None, "epochs": float(epochs)})
 
 
 def capped(recipe: Recipe, steps: int, per_epoch: float) -> Recipe:

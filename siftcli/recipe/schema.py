@@ -273,6 +273,11 @@ class Recipe(_Strict):
     batch_size: int = Field(default=32, ge=1)
     epochs: float = Field(default=3, gt=0)
     max_steps: int | None = Field(default=None, ge=1, description="end (fully decayed) at this optimizer step")
+    max_seconds: float | None = Field(default=None, gt=0, le=1e9,
+                                      description="end (fully decayed) when the training clock reaches this many seconds")
+    clock_warmup_steps: int = Field(default=3, ge=0, le=1000, description=(
+        "optimizer steps on one batch before training, off the clock, their updates discarded: every arm of a comparison "
+        "starts on a device already warm (kernels chosen, memory pooled) instead of the first arm paying for it"))
     optim: OptimSpec = Field(default_factory=OptimSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     sift: SiftSpec = Field(default_factory=SiftSpec)
@@ -281,6 +286,8 @@ class Recipe(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     compile: bool = False
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = Field(
+        default="default", description="torch.compile's mode for the training forward (reduce-overhead: CUDA graphs)")
     pad_to_multiple_of: int | None = Field(
         default=None, ge=1, description="pad sequence lengths up to a multiple of this (default 16 with compile: true, else none)")
     num_workers: int = Field(default=0, ge=0)

@@ -142,6 +142,10 @@ def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
     s.add_row("time-to-target ratio (sifted / baseline)", _f(first.get("time_to_target_ratio"), "{:.2f}"))
     cost = f"{_f(first.get('scoring_cost'), '{:.2f}')}; {_f(first.get('predicted_ratio'), '{:.2f}')}"
     s.add_row("scoring cost s; predicted ratio scored/raw · s + a (measured: equal-epoch ratio)", cost)
+    held = first.get("equal_time")
+    if held:
+        s.add_row("equal-time: trained / given (s)", f"{held['train_seconds']:.1f} / {held['budget_seconds']:.1f} "
+                  f"({held['ratio']:.3f}{'' if held['within_3_percent'] else ', off by more than 3%'})")
     for arm, v in first.get("vs", {}).items():
         if arm != "baseline":
             s.add_row(f"sifted − {arm} ({_VALUE_OF.get(arm, 'difference')})", _f(v.get("diff"), "{:+.2f}") + unit)

@@ -185,6 +185,22 @@ def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "atten
     return _rebuild_mapping(batch, data)
 
 
+def at_width(batch: Mapping[str, Any], width: int, current: int, pad_values: Mapping[str, float] | None = None,
+             side: str = "right") -> dict[str, Any]:
+    """``batch`` with every 2-D tensor as wide as ``current`` cut or padded (with its field's pad value) to ``width``:
+    a batch of each bucket's shape, to compile for it ahead of time."""
+    values = {**DEFAULT_PAD_VALUES, **(pad_values or {})}
+    out = {}
+    for key, v in batch.items():
+        if isinstance(v, torch.Tensor) and v.ndim == 2 and v.shape[1] == current:
+            if width <= current:
+                v = v[:, :width] if side == "right" else v[:, current - width:]
+            else:
+                v = _pad_to(v, [v.shape[0], width], values.get(str(key), 0), side)
+        out[key] = v
+    return out
+
+
 def split(batch: Any, n: int) -> tuple[Any, Any | None]:
     """The first ``n`` samples and the rest (``None`` when nothing is left)."""
     size = batch_size(batch)

@@ -16,6 +16,7 @@ import torch
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
+from siftcli.sift.transfer import ToHost, to_device
 
 #: Batch fields added with ``meta_in_batch=True``.
 META_INDEX, META_WEIGHT = "sift_index", "sift_weight"
@@ -31,6 +32,14 @@ class Feedback:
     def __init__(self, config: SiftConfig, sifter: Sifter, scorer: Scorer, memory: LossMemory) -> None:
         self.config, self.sifter, self.scorer, self.memory = config, sifter, scorer, memory
         self.queue: deque[dict[str, torch.Tensor]] = deque(maxlen=256)
+        self.arriving: tuple[dict[str, torch.Tensor], ToHost, int] | None = None  # recorded, not yet stored
+        memory.before_read = self._settle_for
+
+    def _settle_for(self, indices: torch.Tensor) -> None:
+        """Before the memory is read for ``indices``: store what is arriving if it holds any of them (a loop that fetches
+        the next epoch's first batches before recording the last one's losses; never in the steady state)."""
+        if self.arriving is not None and "index" in self.arriving[0] and bool(torch.isin(indices, self.arriving[0]["index"]).any()):
+            self.settle()
 
     def push(self, meta: dict[str, torch.Tensor]) -> None:
         """A batch was yielded: ``meta`` holds its ``weight``, ``delayed`` flags and, where known, ``index``."""
@@ -61,28 +70,53 @@ class Feedback:
         self.record(losses, epoch)
         if weights is None:
             return losses.mean()
-        return (losses * weights.to(losses.device, losses.dtype)).mean()
+        return (losses * to_device(weights, losses.device).to(losses.dtype)).mean()
 
     def record(self, losses: torch.Tensor, epoch: int) -> None:
         """The oldest yielded batch's training losses: into the memory by sample index, and while the delay lasts (with
-        ``sift_delay="auto"`` or memory scoring) into the history instead of scoring."""
+        ``sift_delay="auto"`` or memory scoring) into the history instead of scoring.
+
+        They arrive one batch later: the copy to the host starts now and is stored at the next call (or at an epoch's
+        start, or a checkpoint), so the training loop never waits for the device here. No decision misses them: a sample
+        is not seen again in the epoch it was trained in, and every rule reads the same lag on every device and resume."""
         losses = losses.detach().flatten()
         if not self.queue:
             raise ValueError("record() was called more often than batches were yielded: call it once per batch")
         meta = self.queue.popleft()
         if self.config.score in UNCERTAINTY:  # a training loss is not an uncertainty: nothing to remember from it
             return
-        history_from_training = self.config.auto_delay or self.config.scoring == "memory"
         indices = meta.get("index")
-        if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
-            delayed = meta["delayed"].to(losses.device)
-            # the history holds what is ranked, never a mix: reducible (or reference) scores where those are ranked
-            part = None if indices is None else indices[meta["delayed"]]
-            if self.scorer.reference_losses is None or part is not None:
-                self.sifter.observe(self.scorer.scores(losses[delayed].float().cpu(), part))
-        if indices is None:
-            return
-        if losses.numel() != indices.numel():
+        if indices is not None and losses.numel() != indices.numel():
             raise ValueError(f"training_loss()/record() got {losses.numel()} losses for a batch of {indices.numel()} samples: "
                              f"pass the per-sample losses, a Tensor of shape [{indices.numel()}] (reduction='none')")
-        self.memory.write(indices, losses, epoch)
+        self.settle()
+        self.arriving = (meta, ToHost(losses.float()), epoch)
+
+    def settle(self) -> None:
+        """Store the losses :meth:`record` started copying (waits for that copy alone, if it is still under way)."""
+        if self.arriving is None:
+            return
+        meta, copy, epoch = self.arriving
+        self.arriving = None
+        losses = copy.get()
+        indices = meta.get("index")
+        history_from_training = self.config.auto_delay or self.config.scoring == "memory"
+        if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
+            delayed = meta["delayed"]
+            # the history holds what is ranked, never a mix: reducible (or reference) scores where those are ranked
+            part = None if indices is None else indices[delayed]
+            if self.scorer.reference_losses is None or part is not None:
+                self.sifter.observe(self.scorer.scores(losses[delayed], part))
+        if indices is not None:
+            self.memory.write(indices, losses, epoch)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The losses still arriving (copied to the host now: a checkpoint may wait), so a resumed run stores them
+        where the uninterrupted one does."""
+        if self.arriving is None:
+            return None
+        meta, copy, epoch = self.arriving
+        return {"meta": meta, "losses": copy.get(), "epoch": epoch}
+
+    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+        self.arriving = None if not state else (state["meta"], ToHost(state["losses"]), int(state["epoch"]))

@@ -22,13 +22,17 @@ from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, m
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
-from siftcli.sift.prefilter import Entry, SamplerDecisions
+from siftcli.sift.prefilter import Arrival, Entry, SamplerDecisions
 from siftcli.sift.quota import EpochQuota, expected_batches
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
 from siftcli.sift.stats import BatchDecision, EpochStats, KeptOverlap, SiftStats  # noqa: F401  (re-exported: public since 0.1)
 
 BatchHook = Callable[[BatchDecision], None]
+#: Devices where a scored raw batch is decided one batch later, when the next one's forward is queued (a device that
+#: runs apart from the host); on the CPU work runs as it is queued, so deciding at once costs nothing and scores with
+#: the newest weights. Tests add "cpu" to run the GPU's order where no GPU is.
+OVERLAP_DEVICES: tuple[str, ...] = ("cuda",)
 
 
 class SiftingDataLoader:
@@ -124,6 +128,9 @@ class SiftingDataLoader:
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
         self._on_batch: list[BatchHook] = []
+        # on a GPU a scored raw batch is decided when the next one's forward is queued: the host never waits for scores
+        self.overlap = self.device.type in OVERLAP_DEVICES
+        self._waiting: Arrival | None = None
 
     @property
     def _needs_indices(self) -> str | None:
@@ -198,7 +205,7 @@ class SiftingDataLoader:
             check_same(len(self.dataloader), "raw batches per epoch", self.device)
         if not self._resume_mid_epoch:
             self._start_epoch()
-        skip = self._raw_in_epoch
+        skip = self._raw_in_epoch + (self._waiting.raw_batches if self._waiting is not None else 0)  # fetched, saved
         self._resume_mid_epoch = False
         set_epoch(self.dataloader, self.epoch)
         prefilter = self.decisions.active
@@ -217,15 +224,30 @@ class SiftingDataLoader:
             except StopIteration:
                 break
             self.stats.data_wait_seconds += time.perf_counter() - t0
-            self._step(raw, self.indices.next())
-            yield from self._flush()
+            arrival = self._begin(raw, self.indices.next())
+            before, self._waiting = self._waiting, None
+            if arrival.pending is not None and arrival.pending.job is not None and self.overlap:
+                self._waiting = arrival  # held while the batch before is packed and yielded (a checkpoint saves it)
+            if before is not None:  # the batch before: its scores arrived while this one's were queued
+                self._finish(before)
+                yield from self._flush()
+            if self._waiting is not arrival:
+                self._finish(arrival)
+                yield from self._flush()
+        self._finish_waiting()
         self._account_dropped()
         if self.quota.allowed(len(self.outbox.pending) + 1, exhausted=True) > len(self.outbox.pending):
             self.outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
         self._close_epoch()
 
+    def _finish_waiting(self) -> None:
+        if self._waiting is not None:
+            waiting, self._waiting = self._waiting, None
+            self._finish(waiting)
+
     def _close_epoch(self) -> None:
+        self._finish_waiting()  # a pass stopped early: the raw batch it fetched is decided like the rest
         overlap = self.kept_sets.close_epoch()
         if overlap is not None:
             self.stats.kept_overlap.append(overlap)
@@ -235,6 +257,7 @@ class SiftingDataLoader:
 
     def _start_epoch(self) -> None:
         """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
+        self.feedback.settle()  # the last batch's training losses, before this epoch decides anything
         if self.quota.enabled:
             if not self.sifter.total_steps:  # a run of unknown length promises each epoch its own count
                 self.quota.promise = None
@@ -270,22 +293,40 @@ class SiftingDataLoader:
         return self.feedback.last_indices
 
     # -- one raw batch ----------------------------------------------------------------------
-    def _step(self, raw: Any, indices: torch.Tensor | None) -> None:
-        """Score, decide, agree, count and pack one raw batch (full batches go to the outbox)."""
+    def _begin(self, raw: Any, indices: torch.Tensor | None) -> Arrival:
+        """A fetched raw batch: its place in the sampler's order taken, its scoring forward queued where it will be
+        wanted (judged one decision ahead while another batch waits), nothing read back from the device."""
         if self.batch_transform is not None:
             raw = self.batch_transform(raw)
         if indices is None and self._needs_indices:
             raise RuntimeError(f"the loader lost track of sample indices, which {self._needs_indices} needs "
                                "(was the DataLoader iterated before it was wrapped?)")
-        entry = None
+        arrival = Arrival(raw, indices)
         if self.decisions.inflight:
-            self._account_dropped()
-            entry = self.decisions.next()
+            arrival.dropped = list(self.decisions.dropped())
+            arrival.entry = self.decisions.next()
+        if arrival.entry is None or arrival.entry.mask is None:
+            n = batching.batch_size(raw)
+            if self.sifter.wants_scores(n, ahead=int(self._waiting is not None)):
+                arrival.pending = self.decisions.launch(raw, indices, n, self.epoch)
+        return arrival
+
+    def _finish(self, arrival: Arrival) -> None:
+        """Decide, count and pack a raw batch (full batches go to the outbox), after those dropped at the sampler
+        before it; its losses are read here, a batch after their forward was queued when overlapping."""
+        for entry in arrival.dropped:
+            self._account(entry, None)
+        raw, indices, entry = arrival.raw, arrival.indices, arrival.entry
         if entry is not None and entry.mask is not None:  # decided at the sampler; raw holds the kept samples only
             return self._account(entry, raw)
         n = batching.batch_size(raw)
         delayed = self._keeps_all()
-        losses, scored = self.decisions.losses(raw, indices, n, self.epoch) if self.sifter.wants_scores(n) else (None, 0)
+        losses, scored = None, 0
+        if self.sifter.wants_scores(n):  # queued at _begin, or (a start the look-ahead missed) scored now
+            pending = arrival.pending or self.decisions.launch(raw, indices, n, self.epoch)
+            losses, scored = self.decisions.complete(pending, self.epoch)
+        elif arrival.pending is not None:  # queued for a decision that turned out not to rank: counted, not used
+            scored = self.decisions.complete(arrival.pending, self.epoch)[1]
         scores = None if losses is None else self.scorer.scores(losses, indices)
         mask, weights = self.sifter.decide_weighted(scores, n, None if losses is None else self.decisions.due(indices, self.epoch))
         return self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
@@ -354,6 +395,8 @@ class SiftingDataLoader:
             "stats": self.stats.to_dict(),
             "scoring_precision": self.precision,  # what fastest chose: a resumed run must score the same way
             "quota": self.quota.state_dict(),
+            "feedback": self.feedback.state_dict(),  # training losses recorded, still on their way to the memory
+            "waiting": None if self._waiting is None else self._waiting.state_dict(),  # fetched, its scores on their way
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -368,6 +411,8 @@ class SiftingDataLoader:
         self.outbox.load_state_dict(state)
         self.decisions.load_state_dict(state["inflight"])
         self.feedback.clear()  # batches handed out before the save are not handed out again, nor recorded
+        self.feedback.load_state_dict(state.get("feedback"))
+        self._waiting = Arrival.from_state(state["waiting"]) if state.get("waiting") else None
         self.memory.load_state_dict(state["memory"])
         self.kept_sets.load_state_dict(state.get("kept_sets", ([], [])))
         if "quota" in state:

@@ -10,6 +10,7 @@ sample's loss changes slowly between visits, and every sample still has a chance
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -21,6 +22,12 @@ class LossMemory:
     def __init__(self, n: int = 0) -> None:
         self.loss = torch.full((n,), float("nan"))
         self.epoch = torch.full((n,), -1, dtype=torch.long)
+        # called with the indices about to be read: losses still on their way for any of them are stored first
+        self.before_read: Callable[[torch.Tensor], None] | None = None
+
+    def _arrive(self, indices: torch.Tensor) -> None:
+        if self.before_read is not None:
+            self.before_read(indices)
 
     def _grow(self, top: int) -> None:
         if top >= self.loss.numel():
@@ -30,12 +37,14 @@ class LossMemory:
 
     def known(self, indices: torch.Tensor, epoch: int, max_age: int | None) -> torch.Tensor:
         """Which of ``indices`` have a finite loss recorded at most ``max_age`` epochs ago (``None``: any age)."""
+        self._arrive(indices)
         self._grow(int(indices.max()))
         seen = (self.epoch[indices] >= 0) & torch.isfinite(self.loss[indices])
         return seen if max_age is None else seen & (epoch - self.epoch[indices] <= max_age)
 
     def ages(self, indices: torch.Tensor, epoch: int) -> torch.Tensor:
         """Epochs since each of ``indices`` had its loss recorded, as of ``epoch`` (-1: never recorded)."""
+        self._arrive(indices)
         self._grow(int(indices.max()))
         recorded = self.epoch[indices]
         return torch.where(recorded < 0, torch.full_like(recorded, -1), epoch - recorded)
@@ -46,6 +55,7 @@ class LossMemory:
         self.epoch[indices] = epoch
 
     def read(self, indices: torch.Tensor) -> torch.Tensor:
+        self._arrive(indices)
         return self.loss[indices].clone()
 
     def state_dict(self) -> dict[str, Any]:

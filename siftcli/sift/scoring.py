@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,6 +19,15 @@ import torch
 from siftcli.sift import batching
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.precision import autocast
+from siftcli.sift.transfer import Span, ToHost
+
+
+@dataclass
+class ScoreJob:
+    """A scoring forward queued on the device: its losses on their way to the host, and its span."""
+
+    copy: ToHost
+    span: Span
 
 
 class Scorer:
@@ -48,13 +58,18 @@ class Scorer:
         self.train_seconds: deque[float] = deque(maxlen=64)  # the loop's seconds per trained sample, recent batches
 
     def losses(self, raw: Any) -> torch.Tensor:
-        """Per-sample losses on the CPU, float32."""
-        t0 = time.perf_counter()
+        """Per-sample losses on the CPU, float32 (:meth:`launch` and :meth:`complete` at once)."""
+        return self.complete(self.launch(raw))
+
+    def launch(self, raw: Any) -> ScoreJob:
+        """Queue the scoring forward of ``raw`` and the copy of its losses to the host; nothing is read back, so on a GPU
+        the host goes on (fetching, packing, queueing training) while the device scores. :meth:`complete` reads it."""
+        span = Span(self.device).start()
         model = self.model
         flags = [(m, m.training) for m in model.modules()]
         model.eval()
         try:
-            batch = batching.to_device(raw, self.device)
+            batch = batching.to_device(raw, self.device, non_blocking=True)
             if self.candidates:
                 self._choose(batch)
             with torch.inference_mode(), autocast(self.device, self.precision):
@@ -62,13 +77,18 @@ class Scorer:
             if not isinstance(losses, torch.Tensor):
                 raise TypeError(f"loss_fn must return a Tensor of per-sample losses, got {type(losses).__name__}"
                                 + (": return torch.stack(...) or a tensor, not a list" if isinstance(losses, (list, tuple)) else ""))
-            losses = losses.detach().float().flatten().cpu()
+            span.stop()
+            copy = ToHost(losses.detach().float().flatten())
         finally:
             for module, flag in flags:
                 module.training = flag
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        self.seconds += time.perf_counter() - t0
+        return ScoreJob(copy, span)
+
+    def complete(self, job: ScoreJob) -> torch.Tensor:
+        """The losses of a :meth:`launch` on the host (waiting for their copy alone, if still under way), its seconds
+        onto :attr:`seconds`."""
+        losses = job.copy.get()
+        self.seconds += job.span.seconds()
         return losses
 
     def _choose(self, batch: Any) -> None:

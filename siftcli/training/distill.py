@@ -8,7 +8,6 @@ the teacher's forward nor the student's backward.
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import torch.nn.functional as F
 
 from siftcli.sift.losses import uncertainty
 from siftcli.sift.sifter import SiftConfig, Sifter
+from siftcli.sift.transfer import Span, ToHost, to_device
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor | None, temperature: float,
@@ -66,9 +66,22 @@ class TeacherCache:
             self.table = torch.from_numpy(self._map)
         else:
             self.table = torch.zeros(n, width)
+        self._arriving: list[tuple[torch.Tensor, ToHost]] = []  # teacher rows on their way from the device
 
     def lookup(self, indices: torch.Tensor) -> torch.Tensor:
+        self.settle()
         return self.known[indices]
+
+    def put_later(self, indices: torch.Tensor, log_p_t: torch.Tensor) -> None:
+        """Cache rows still on the device: the copy to the host starts now and is stored at the next :meth:`lookup`
+        (a step later, when the device has long finished it), so filling the cache never makes the host wait."""
+        self._arriving.append((indices, ToHost(log_p_t.float())))
+
+    def settle(self) -> None:
+        """Store the rows :meth:`put_later` started copying."""
+        for indices, rows in self._arriving:
+            self.put(indices, rows.get())
+        self._arriving = []
 
     def put(self, indices: torch.Tensor, log_p_t: torch.Tensor) -> None:
         rows = log_p_t.detach().float().cpu()
@@ -90,6 +103,7 @@ class TeacherCache:
         return out.scatter_(1, ids, values)
 
     def state_dict(self) -> dict[str, Any]:
+        self.settle()
         if self.spilled is not None:
             self._map.flush()
         return {"known": self.known.clone(), "table": None if self.spilled is not None else self.table.clone()}
@@ -121,8 +135,8 @@ class DistillLoss:
         self.cache = cache
         self.gate, self.score = gate, score
         self.samples = 0  # teacher forwards, in samples, over the run
-        self.seconds = 0.0  # the teacher's seconds over the run
-        self._taken = (0.0, 0)  # (seconds, samples) already reported by take_cost
+        self._spans: list[tuple[str, Span]] = []  # the teacher's work since the last take_cost
+        self._taken = 0  # samples already reported by take_cost
 
     def __call__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], indices: torch.Tensor | None = None) -> torch.Tensor:
         inputs = {k: v for k, v in batch.items() if k != "labels" and isinstance(v, torch.Tensor)}
@@ -132,47 +146,48 @@ class DistillLoss:
         n = student.shape[0]
         taught = self.gate.decide(None if self.score == "random" else uncertainty(student.detach(), self.score), n)
         loss = F.cross_entropy(student.float(), batch["labels"].long(), reduction="none")
-        rows = taught.nonzero().flatten().to(student.device)
+        rows = taught.nonzero().flatten()
         if rows.numel():
             sub = _rows(inputs, rows, n)
             distilled = self._distilled(student[rows], sub, batch["labels"][rows],
                                         None if indices is None else indices[rows.cpu()])
-            loss = loss.index_put((rows,), distilled)
+            loss = loss.index_put((to_device(rows, student.device),), distilled)
         return loss
 
-    def take_cost(self) -> tuple[dict[str, float], int]:
-        """The teacher's seconds (its own phase) and forwards (in samples, not cache hits) since the last call."""
-        seconds, samples = self.seconds - self._taken[0], self.samples - self._taken[1]
-        self._taken = (self.seconds, self.samples)
-        return {"teacher": seconds}, samples
+    def take_cost(self) -> tuple[list[tuple[str, Span]], int]:
+        """The teacher's spans (its own phase, read once the device has passed them) and forwards (in samples, not
+        cache hits) since the last call."""
+        spans, samples = self._spans, self.samples - self._taken
+        self._spans, self._taken = [], self.samples
+        return spans, samples
 
     def _distilled(self, student: torch.Tensor, inputs: dict[str, torch.Tensor], labels: torch.Tensor | None,
                    indices: torch.Tensor | None) -> torch.Tensor:
+        """The distillation loss of these rows. With the cache, cached rows come from the host table (copied without
+        blocking) and only the unknown rows run the teacher, whose rows reach the cache a step later: no host read."""
         n = student.shape[0]
-        t0 = time.perf_counter()
+        span = Span(student.device).start()
         if self.cache is not None and indices is not None and indices.numel() == n:
-            log_p_t = torch.empty(n, student.shape[-1])
             known = self.cache.lookup(indices)
+            table = torch.zeros(n, student.shape[-1])
             if bool(known.any()):
-                log_p_t[known] = self.cache.get(indices[known])
+                table[known] = self.cache.get(indices[known])
+            log_p_t = to_device(table, student.device)
             todo = (~known).nonzero().flatten()
             if todo.numel():
                 fresh = self._teacher(_rows(inputs, todo, n))
-                self.cache.put(indices[todo], fresh)
-                log_p_t[todo] = fresh.cpu()
-            log_p_t = log_p_t.to(student.device)
+                self.cache.put_later(indices[todo], fresh)
+                log_p_t = log_p_t.index_copy(0, to_device(todo, student.device), fresh)
         else:
             todo = torch.arange(n)
             log_p_t = self._teacher(inputs)
-        self.seconds += time.perf_counter() - t0
+        self._spans.append(("teacher", span.stop()))
         self.samples += int(todo.numel())
         return kd_loss_from_log_probs(student, log_p_t, labels, self.temperature, self.alpha)
 
     def _teacher(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         with torch.inference_mode():
             logits = self.teacher(**inputs).logits
-        if logits.device.type == "cuda":
-            torch.cuda.synchronize(logits.device)
         return F.log_softmax(logits.float() / self.temperature, dim=-1).clone()
 
     def state_dict(self) -> dict[str, Any]:
@@ -207,7 +222,7 @@ def distill_loss(spec: Any, workload: Any, device: torch.device, run_dir: Path |
 
 def _rows(inputs: dict[str, torch.Tensor], rows: torch.Tensor, n: int) -> dict[str, torch.Tensor]:
     """The given rows of every per-sample input (a subset of a batch, for the teacher's forward)."""
-    rows = rows.to(next(iter(inputs.values())).device)
+    rows = to_device(rows, next(iter(inputs.values())).device)
     return {k: v[rows] if v.dim() and v.shape[0] == n else v for k, v in inputs.items()}
 
 

@@ -13,12 +13,14 @@ is acted on, and rank 0 writes metrics and checkpoints that hold every rank's lo
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,13 +31,17 @@ from siftcli import parallel
 from siftcli.errors import RunFault, RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, JsonlLog, atomic_write_json
+from siftcli.sift.batching import at_width, bucket
+from siftcli.sift.batching import to_device as batch_to_device
 from siftcli.sift.distributed import sum_over_ranks
-from siftcli.sift.losses import loss_from_logits
+from siftcli.sift.losses import Uncertainty, loss_from_logits
 from siftcli.sift.precision import autocast
 from siftcli.sift.sifter import SiftConfig
+from siftcli.sift.transfer import Span, to_device
 from siftcli.tasks import METRICS, TASKS
 from siftcli.training import checkpoint, compiling
-from siftcli.training.losses import StepLoss
+from siftcli.training.clock import LossWatch, NonFiniteLoss, RunClock
+from siftcli.training.losses import LabelLoss, StepLoss
 from siftcli.training.metrics import merge_ranks, summarise_run
 from siftcli.training.record import RunMetrics
 from siftcli.training.resume import reference_not_kept
@@ -63,34 +69,103 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
 
 def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: StepLoss,
                optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe, device: torch.device,
-               weights: torch.Tensor | None = None, indices: torch.Tensor | None = None) -> tuple[torch.Tensor, float, float]:
-    """One optimizer step; returns (per-sample losses, detached; forward+backward seconds incl. the copy to
-    the device; optimizer seconds). The per-sample losses feed the sifting loader's loss memory for free;
-    ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before the mean; ``indices`` (the batch's dataset
-    indices) go to the loss, whose teacher cache is keyed by them.
+               weights: torch.Tensor | None = None, indices: torch.Tensor | None = None) -> Step:
+    """One optimizer step, queued without reading anything back from the device (:class:`Step`). The per-sample losses
+    feed the sifting loader's loss memory for free; ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before
+    the mean; ``indices`` (the batch's dataset indices) go to the loss, whose teacher cache is keyed by them.
 
-    The scaler is a no-op unless training in fp16, so there is one path for every precision.
+    The scaler is a no-op unless training in fp16, so there is one path for every precision. Whether the loss was
+    finite is read later, at a log, evaluation or checkpoint step (:class:`~siftcli.training.clock.LossWatch`).
     """
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    t0 = time.perf_counter()
+    fb = Span(device).start()
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     with autocast(device, recipe.precision):
         losses = loss_fn(forward, batch, indices)
-    loss = losses.mean() if weights is None else (losses * weights.to(device, losses.dtype)).mean()
-    if parallel.any_true(not bool(torch.isfinite(loss)))[0]:  # agreed: a rank that stopped alone would hang the rest
-        value = loss.item()
-        raise _NonFiniteLoss(value if not math.isfinite(value) else float("nan"))  # (another rank's loss)
+    loss = losses.mean() if weights is None else (losses * to_device(weights, device).to(losses.dtype)).mean()
     scaler.scale(loss).backward()
-    sync()
-    t1 = time.perf_counter()
+    fb.stop()
+    opt = Span(device).start()
     scaler.unscale_(optimizer)
     if recipe.optim.grad_clip:
         torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.optim.grad_clip)
     scaler.step(optimizer)
     scaler.update()
     optimizer.zero_grad(set_to_none=True)
-    sync()
-    return losses.detach(), t1 - t0, time.perf_counter() - t1
+    return Step(losses.detach(), loss.detach(), fb, opt.stop())
+
+
+@dataclass
+class Step:
+    """What one queued step leaves: per-sample and mean losses (on the device) and its two phases' spans."""
+
+    losses: torch.Tensor
+    loss: torch.Tensor
+    forward_backward: Span
+    optimizer: Span
+
+
+def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
+    """``clock_warmup_steps`` optimizer steps and a scoring forward on the first training batch, off the clock, then the
+    model, optimizer, scaler and random state put back as they were. The first steps on a fresh device pay for kernel
+    selection, the memory pool and lazy initialisation; without this the first arm of a comparison pays for every arm
+    (on one H100 an equal-time opponent trained 28% less than the arm it was held against). The bare model is warmed, not
+    a compiled forward: compiling is the arm's own cost and stays on its clock."""
+    steps = recipe.clock_warmup_steps
+    data = workload.train_data
+    if steps <= 0 or len(data) == 0:
+        return
+    model, optimizer, scaler, device = run.model, run.optimizer, run.scaler, run.device
+    saved = ({k: v.detach().clone() for k, v in model.state_dict().items()}, copy.deepcopy(optimizer.state_dict()),
+             scaler.state_dict(), torch.get_rng_state(), torch.cuda.get_rng_state_all() if device.type == "cuda" else None)
+    batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
+    fn = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn  # no labels: the same forward and backward
+    loss = LabelLoss(fn)
+    try:
+        for _ in range(steps):
+            train_step(model, model, batch, loss, optimizer, scaler, recipe, device)
+        model.eval()
+        with torch.inference_mode(), autocast(device, run.loader.scorer.precision):
+            fn(model, batch_to_device(batch, device))
+    finally:
+        model.train()
+        model.load_state_dict(saved[0])
+        optimizer.load_state_dict(saved[1])
+        scaler.load_state_dict(saved[2]) if saved[2] else None
+        torch.set_rng_state(saved[3])
+        if saved[4] is not None:
+            torch.cuda.set_rng_state_all(saved[4])
+            torch.cuda.synchronize(device)
+
+
+def precompile(run: Run, workload: Workload, recipe: Recipe) -> None:
+    """``compile: true``: compile the training forward and backward once per sequence-length bucket (every multiple of
+    ``pad_to_multiple_of`` up to ``max_length``) at the start of the run, on its clock (phase ``compile``), gradients
+    dropped, so no batch of the steady state waits for a compilation. What compiling cost stays the arm's own cost."""
+    data = workload.train_data
+    if not recipe.compile or len(data) == 0:
+        return
+    t0 = time.perf_counter()
+    batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
+    ids, m = batch.get("input_ids"), recipe.pad_multiple
+    widths: list[int | None] = [None]
+    if isinstance(ids, torch.Tensor) and ids.ndim == 2 and m:
+        widths = sorted({min(bucket(k, m), recipe.max_length) for k in range(1, recipe.max_length + 1)})
+    fn = LabelLoss(Uncertainty("entropy") if workload.unlabeled else workload.loss_fn)
+    rng, buffers = torch.get_rng_state(), [(b, b.detach().clone()) for b in run.model.buffers()]  # BatchNorm's statistics
+    for width in widths:
+        shaped = batch if width is None else at_width(batch, width, ids.shape[1], workload.pad_values)
+        shaped = batch_to_device(shaped, run.device)
+        with autocast(run.device, recipe.precision):
+            losses = fn(run.forward, shaped)
+        losses.float().mean().backward()
+    run.optimizer.zero_grad(set_to_none=True)
+    torch.set_rng_state(rng)
+    with torch.no_grad():
+        for buffer, saved in buffers:
+            buffer.copy_(saved)
+    if run.device.type == "cuda":
+        torch.cuda.synchronize(run.device)
+    run.state.phases["compile"] = run.state.phases.get("compile", 0.0) + time.perf_counter() - t0
 
 
 class StopSignals:
@@ -122,17 +197,14 @@ class StopSignals:
 
 
 def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
-    """The loader's batches, with the wait for each put on the clock as data and scoring time."""
+    """The loader's batches, its scoring seconds put on the clock's ``scoring`` phase (the rest of the wait is data)."""
     batches = iter(loader)
     while True:
-        t0, scoring0 = time.perf_counter(), loader.stats.scoring_seconds
+        scoring0 = loader.stats.scoring_seconds
         batch = next(batches, None)
         if batch is None:
             return
-        waited, scored = time.perf_counter() - t0, loader.stats.scoring_seconds - scoring0
-        state.phases["scoring"] += scored
-        state.phases["data"] += waited - scored
-        state.train_clock += waited
+        state.phases["scoring"] += loader.stats.scoring_seconds - scoring0
         yield batch
 
 
@@ -156,41 +228,61 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     compiled = compiling.counts() if recipe.compile else None
 
     def finish(status: str) -> RunMetrics:
-        return _finish(workload, recipe, sift, loader, arm, status, state, started, run.device, run_dir, compiled, reference)
+        out = _finish(workload, recipe, sift, loader, arm, status, state, started, run.device, run_dir, compiled, reference)
+        if compiled is not None and steady is not None:  # compilations after the buckets were compiled: 0 is the aim
+            out["compile"]["steady_compilations"] = compiling.since(steady)["compilations"]
+        return out
 
     emit("start", {"arm": arm, "epochs": budget.epochs, "steps_per_epoch": len(loader), "total_raw": budget.total_raw,
                    "max_steps": recipe.max_steps, "step": state.step, "recipe": recipe, "run_dir": run_dir})
     saved_step = state.step if resume else None  # the last checkpoint on disk (a full disk may fail the next one)
+    clock, watch = RunClock(state, run.device), LossWatch()
+    steady: dict[str, float] | None = None
     with JsonlLog(run_dir / "log.jsonl" if run_dir else None, saved_step) as log, StopSignals() as stop:
         def evaluate_now(reason: str) -> None:
-            _evaluate(run, workload, recipe, reason, log, emit)
+            with clock.off():
+                watch.read()  # a broken loss stops the run before its model is evaluated
+                _evaluate(run, workload, recipe, reason, log, emit)
 
         try:
-            while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples):
+            warm_up(run, workload, recipe)  # off the clock, updates discarded: every arm starts on a warm device
+            clock.start()
+            precompile(run, workload, recipe)  # on the clock: compiling is the arm's own cost
+            steady = compiling.counts() if recipe.compile else None
+            while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples, state.train_clock):
                 for batch in timed_batches(loader, state):
-                    lr = optim.lr * lr_factor(budget.progress(state.step, loader.stats.raw_samples), optim.warmup_fraction,
-                                              optim.schedule)
+                    progress = budget.progress(state.step, loader.stats.raw_samples, state.train_clock)
+                    lr = optim.lr * lr_factor(progress, optim.warmup_fraction, optim.schedule)
                     for group in run.optimizer.param_groups:
                         group["lr"] = lr
-                    losses, fb, opt = train_step(run.forward, run.model, batch, run.loss, run.optimizer, run.scaler, recipe,
-                                                 run.device, loader.last_weights, loader.last_indices)
-                    loader.record(losses)
-                    state.count_step(fb, opt, run.loss.take_cost(), len(batch["labels"]))
-                    _log_step(state, losses.float().mean().item(), lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
+                    step = train_step(run.forward, run.model, batch, run.loss, run.optimizer, run.scaler, recipe,
+                                      run.device, loader.last_weights, loader.last_indices)
+                    loader.record(step.losses)
+                    own, taught = run.loss.take_cost()
+                    clock.add("forward_backward", step.forward_backward, inside=tuple(span for _, span in own))
+                    clock.add("optimizer", step.optimizer)
+                    for phase, span in own:
+                        clock.add(phase, span)
+                    state.count_step(len(batch["labels"]), taught)
+                    watch.add(step.loss, state.step, state.epoch)
+                    clock.tick()
+                    _log_step(state, watch, clock, lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
                     clock_due = bool(e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds)
                     stopping, clock_due = parallel.any_true(stop.requested is not None, clock_due)  # one rank's clock decides for all
                     if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
-                        try:
-                            checkpoint.save(run_dir, arm, state, run.parts, started)
-                        except OSError as exc:
-                            raise _CheckpointFailed(exc) from exc
+                        with clock.off():
+                            watch.read()  # never a broken model over a good checkpoint
+                            try:
+                                checkpoint.save(run_dir, arm, state, run.parts, started)
+                            except OSError as exc:
+                                raise _CheckpointFailed(exc) from exc
                         saved_step = state.step
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
-                    if budget.done(state.step, loader.stats.raw_samples):
+                    if budget.done(state.step, loader.stats.raw_samples, state.train_clock):
                         break
                 else:  # the loader ran dry: the epoch is over
                     state.epoch += 1
@@ -198,12 +290,15 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                         evaluate_now("epoch")
                     emit("epoch", {"epoch": state.epoch, "step": state.step})
                     continue
-                break  # stopped mid-epoch: the sample or step budget is spent
+                break  # stopped mid-epoch: the sample, step or seconds budget is spent
             if state.last_eval_step != state.step or not state.curve:
                 evaluate_now("final")
+            clock.settle()
+            watch.read()
         except KeyboardInterrupt:  # results first, then the checkpoint: a full disk cannot cost the metrics
             if run_dir is None:  # a run inside another's preparation (a reference): the caller says what was kept
                 raise
+            clock.settle()
             finish("interrupted")
             checkpoint.save(run_dir, arm, state, run.parts, started)
             raise _interrupted(run_dir, stop.requested, reference_not_kept(recipe, sift)) from None
@@ -214,10 +309,12 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     f"siftcli train <recipe> --resume {run_dir}") if saved_step is not None else \
                 "no earlier checkpoint: free space and run again"
             raise RunFault(f"checkpoint at step {state.step}: {note}; {kept}") from None
-        except _NonFiniteLoss as exc:
+        except NonFiniteLoss as exc:
+            clock.settle()
             finish("failed")
             where = f"; partial results in {run_dir}" if run_dir else ""
-            raise SiftcliError(f"training loss became {exc.value} at step {state.step + 1} (epoch {state.epoch + 1}); "
+            step, epoch = (exc.step, exc.epoch) if exc.step > 0 else (state.step, state.epoch)  # -1: another rank's
+            raise SiftcliError(f"training loss became {exc.value} at step {step} (epoch {epoch + 1}); "
                                f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
         result = finish("completed")
         _save_completed(result, run_dir, arm, run, started, on_complete)
@@ -271,13 +368,17 @@ def _mark_failed(result: RunMetrics, run_dir: Path | None, error: str) -> None:
         atomic_write_json(run_dir / "metrics.json", {**result, "status": "failed", "error": error})
 
 
-def _log_step(state: RunState, loss: float, lr: float, raw: int, every: int, log: JsonlLog, emit: Event) -> None:
-    """A ``step`` line in the log every ``every`` steps (and the first); a light ``tick`` event otherwise."""
-    record = {"step": state.step, "loss": loss, "raw_samples": raw, "trained_samples": state.trained}
+def _log_step(state: RunState, watch: LossWatch, clock: RunClock, lr: float, raw: int, every: int, log: JsonlLog,
+              emit: Event) -> None:
+    """A ``step`` line in the log every ``every`` steps (and the first), where the device is caught up with and the
+    loss read (the only reads of a steady-state step); a light ``tick`` event otherwise, with the last loss read."""
     if state.step % every and state.step != 1:
-        emit("tick", record)
+        emit("tick", {"step": state.step, "loss": state.last_loss, "raw_samples": raw, "trained_samples": state.trained})
         return
-    record = {"event": "step", **record, "epoch": state.epoch, "lr": lr, "train_seconds": state.train_clock,
+    clock.settle()
+    state.last_loss = watch.read()
+    record = {"event": "step", "step": state.step, "loss": state.last_loss, "raw_samples": raw,
+              "trained_samples": state.trained, "epoch": state.epoch, "lr": lr, "train_seconds": state.train_clock,
               "kept_fraction": state.trained / max(1, raw), "phases": dict(state.phases)}
     log.write(record)
     emit("step", record)
@@ -354,7 +455,3 @@ class _CheckpointFailed(Exception):
         self.error = error
 
 
-class _NonFiniteLoss(Exception):
-    def __init__(self, value: float) -> None:
-        super().__init__(value)
-        self.value = value

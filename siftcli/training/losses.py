@@ -1,9 +1,9 @@
 """The loss a training step backpropagates: Workload's per-sample loss in, a :class:`StepLoss` out.
 
 Every step calls ``loss(model, batch, indices)`` with the batch's dataset indices (a teacher's cache is keyed by them)
-and afterwards asks ``take_cost()`` for the seconds its own phases took inside the forward (a teacher's forward is
-the ``teacher`` phase, off the student's forward/backward) and the teacher forwards it ran. The loop reads the same with
-or without a teacher.
+and afterwards asks ``take_cost()`` for the spans its own phases took inside the forward (a teacher's forward is the
+``teacher`` phase, off the student's forward/backward; spans are read once the device has passed them, so asking costs
+no synchronisation) and the teacher forwards it ran. The loop reads the same with or without a teacher.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from typing import Any, Protocol
 import torch
 
 from siftcli.sift.losses import PerSampleLoss
+from siftcli.sift.transfer import Span
 
 
 class StepLoss(Protocol):
     def __call__(self, model: torch.nn.Module, batch: Any, indices: torch.Tensor | None = None) -> torch.Tensor: ...
 
-    def take_cost(self) -> tuple[dict[str, float], int]:
-        """Seconds per phase of its own, and teacher forwards (in samples), since the last call."""
+    def take_cost(self) -> tuple[list[tuple[str, Span]], int]:
+        """(phase, span) of its own work since the last call, and teacher forwards (in samples)."""
         ...
 
 
@@ -32,5 +33,5 @@ class LabelLoss:
     def __call__(self, model: torch.nn.Module, batch: Any, indices: torch.Tensor | None = None) -> torch.Tensor:
         return self.fn(model, batch)
 
-    def take_cost(self) -> tuple[dict[str, float], int]:
-        return {}, 0
+    def take_cost(self) -> tuple[list[tuple[str, Span]], int]:
+        return [], 0

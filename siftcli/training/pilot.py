@@ -10,7 +10,7 @@ from siftcli.recipe.schema import Recipe
 from siftcli.sift.losses import Uncertainty
 from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
 from siftcli.sift.sifter import UNCERTAINTY
-from siftcli.training.loop import _NonFiniteLoss, train_step
+from siftcli.training.loop import train_step
 from siftcli.training.losses import LabelLoss
 from siftcli.training.setup import make_optimizer, sift_config
 
@@ -42,20 +42,21 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     train_t: list[float] = []
     score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
-        try:
-            _, fb, step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
-        except _NonFiniteLoss:
+        step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
+        if not bool(torch.isfinite(step.loss)):  # a measurement, not the run: reading it back here costs nothing that counts
             return None  # the run itself reports a loss that is not finite, with its step
         model.eval()
         for precision in precisions:
             t1 = time.perf_counter()
             with torch.inference_mode(), autocast(device, precision):
                 score_fn(model, batch)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
             if i:  # the first step warms caches
                 score_t[precision].append(time.perf_counter() - t1)
         model.train()
         if i:
-            train_t.append(fb + step)
+            train_t.append(step.forward_backward.seconds() + step.optimizer.seconds())
     s = min(sorted(t)[len(t) // 2] for t in score_t.values()) / sorted(train_t)[len(train_t) // 2]
     a = sift_config(recipe, len(workload.train_data)).target_keep_fraction
     if s + a >= 1.0:

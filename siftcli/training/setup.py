@@ -136,19 +136,20 @@ def save_model(workload: Workload, folder: Any) -> None:
     atomic_write(Path(folder), write, folder=True)
 
 
-def _forwards(model: torch.nn.Module, compile_: bool, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """(the training forward, the scoring and evaluation forward). One module in one process; under torchrun
-    the training forward is the ``DistributedDataParallel`` wrapper, whose gradient all-reduce a scoring or
-    evaluation forward must never join (it would wait on ranks that are not scoring), so those use the bare module."""
-    if not parallel.active():
-        forward = compiling.compile_module(model) if compile_ else model
-        return forward, forward
-    from torch.nn.parallel import DistributedDataParallel
+def _forwards(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(the training forward, the scoring and evaluation forward). The training forward is compiled where the recipe
+    says (``compile``); scoring and evaluation stay eager: their shapes are not the training step's (inference mode,
+    memory scoring's subsets of any size), so compiling them costs recompilations that their few forwards never repay.
+    Under torchrun the training forward is the ``DistributedDataParallel`` wrapper, whose gradient all-reduce a scoring
+    or evaluation forward must never join (it would wait on ranks that are not scoring), so those use the bare module."""
+    forward: torch.nn.Module = model
+    if parallel.active():
+        from torch.nn.parallel import DistributedDataParallel
 
-    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    if not compile_:
-        return ddp, model
-    return compiling.compile_module(ddp), compiling.compile_module(model)
+        forward = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    if recipe.compile:
+        forward = compiling.compile_module(forward, recipe.compile_mode)
+    return forward, model
 
 
 @dataclass
@@ -179,7 +180,7 @@ def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, refer
     model = workload.model.to(device).train()
     if recipe.compile:  # every run compiles from nothing, as its own process would: each arm's clock carries its own
         torch._dynamo.reset()
-    forward, bare = _forwards(model, recipe.compile, device)
+    forward, bare = _forwards(model, recipe, device)
     loader = build_train_loader(workload, recipe, sift, bare, device, reference.losses if reference else None)
     eval_data = workload.eval_data
     if parallel.active():  # each rank evaluates its share; evaluate() sums over ranks

@@ -13,6 +13,8 @@ from siftcli.sift.loader import BatchDecision
 from siftcli.training.record import CurvePoint, ReferenceCost
 
 PHASES = ("data", "scoring", "forward_backward", "optimizer", "evaluation", "checkpoint")
+#: Phases off the training clock.
+OFF_CLOCK = ("evaluation", "checkpoint")
 
 
 TRACE_LIMIT = 20_000  # kept/rejected losses remembered for the histogram plot
@@ -56,18 +58,12 @@ class RunState:
     noisy_kept_after_delay: int = 0
     group_kept: list[int] = field(default_factory=list)  # kept samples per data.group_column value
     teacher_samples: int = 0  # distillation: teacher forwards, in samples (kept samples only when sifting)
+    last_loss: float | None = None  # the mean training loss at the last log line (read from the device there only)
 
-    def count_step(self, fb: float, opt: float, cost: tuple[dict[str, float], int], samples: int) -> None:
-        """One optimizer step on the clock. ``cost``: the step loss's own phases (a teacher's forward: out of
-        forward/backward, into its own phase) and its teacher forwards in samples (not cache hits)."""
-        phases, taught = cost
-        own = sum(phases.values())
-        for name, seconds in phases.items():
-            self.phases[name] = self.phases.get(name, 0.0) + seconds
+    def count_step(self, samples: int, taught: int) -> None:
+        """One optimizer step on ``samples`` samples, ``taught`` of them by a teacher's forward (not cache hits). Its
+        seconds reach the clock through :class:`~siftcli.training.clock.RunClock`."""
         self.teacher_samples += taught
-        self.phases["forward_backward"] += fb - own
-        self.phases["optimizer"] += opt
-        self.train_clock += (fb - own) + opt + own
         self.step += 1
         self.trained += samples
 
@@ -90,22 +86,28 @@ class RunState:
 class Budget:
     """When the run ends and how far along it is (the learning-rate schedule's clock).
 
-    Whole epochs end when the loader runs dry (so sifted remainders are trained on); a fractional
-    last epoch ends on its raw-sample budget, a step cap (the equal-time baseline) on its step.
+    Whole epochs end when the loader runs dry (so sifted remainders are trained on); a fractional last epoch ends on its
+    raw-sample budget, a step cap on its step, a seconds cap (the equal-time opponent: the seconds of the arm it is held
+    against) when the training clock reaches it. Progress follows whichever cap is set, so the schedule is fully
+    decayed exactly where the run ends.
     """
 
     epochs: int
     total_raw: int
     fractional: bool
     max_steps: int | None
+    max_seconds: float | None = None
 
     @classmethod
     def of(cls, recipe: Recipe, n_train: int) -> Budget:
         return cls(math.ceil(recipe.epochs), max(1, math.ceil(recipe.epochs * n_train)), recipe.epochs != math.ceil(recipe.epochs),
-                   recipe.max_steps)
+                   recipe.max_steps, recipe.max_seconds)
 
-    def progress(self, step: int, raw: int) -> float:
+    def progress(self, step: int, raw: int, seconds: float = 0.0) -> float:
+        if self.max_seconds:
+            return seconds / self.max_seconds
         return step / self.max_steps if self.max_steps else raw / self.total_raw
 
-    def done(self, step: int, raw: int) -> bool:
-        return (self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
+    def done(self, step: int, raw: int, seconds: float = 0.0) -> bool:
+        return ((self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
+                or (self.max_seconds is not None and seconds >= self.max_seconds))

@@ -1,0 +1,95 @@
+"""Device values on the host without making the host wait: a copy started now, read later.
+
+On a CUDA device every host read of a device value (``.item()``, ``.cpu()``, ``bool(t)``) waits for the GPU to finish
+everything queued before it, so the host cannot queue the next step while the GPU works and the two times add up.
+:class:`ToHost` starts a non-blocking copy into pinned host memory and records an event; :meth:`ToHost.get` waits on
+that event only, and only when the value is needed, by which time (one step later, as NVIDIA's BERT trainer reads its
+statistics) the GPU has long finished it and has the next step queued. On a CPU the copy is immediate.
+
+:class:`Span` times GPU work the same way: two events, read when the later one is known to have finished.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+
+class ToHost:
+    """A copy of ``tensor`` (detached) on the host, started without blocking; :meth:`get` returns it, waiting for
+    the copy alone if it is still under way."""
+
+    __slots__ = ("host", "event")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        tensor = tensor.detach()
+        cuda = tensor.device.type == "cuda"
+        self.host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=cuda)
+        self.host.copy_(tensor, non_blocking=True)
+        self.event: torch.cuda.Event | None = None
+        if cuda:
+            self.event = torch.cuda.Event()
+            self.event.record()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the copy has finished (never waits)."""
+        return self.event is None or self.event.query()
+
+    def get(self) -> torch.Tensor:
+        if self.event is not None:
+            self.event.synchronize()
+            self.event = None
+        return self.host
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device`` without making the host wait: through pinned memory, copied without blocking (the
+    caching host allocator keeps the pinned block until the copy has run). On the host itself, the tensor."""
+    if device.type != "cuda" or tensor.device.type == "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)
+
+
+class Span:
+    """Seconds between :meth:`start` and :meth:`stop` of work queued on ``device``: CUDA events there (read without
+    waiting, once the stop event has passed), the host clock elsewhere (where work runs as it is queued)."""
+
+    __slots__ = ("cuda", "begin", "end", "_seconds")
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.begin: torch.cuda.Event | float | None = None
+        self.end: torch.cuda.Event | float | None = None
+        self._seconds: float | None = None
+
+    def start(self) -> Span:
+        if self.cuda:
+            self.begin = torch.cuda.Event(enable_timing=True)
+            self.begin.record()
+        else:
+            self.begin = time.perf_counter()
+        return self
+
+    def stop(self) -> Span:
+        if self.cuda:
+            self.end = torch.cuda.Event(enable_timing=True)
+            self.end.record()
+        else:
+            self.end = time.perf_counter()
+        return self
+
+    @property
+    def ready(self) -> bool:
+        return not self.cuda or self.end is None or self.end.query()
+
+    def seconds(self) -> float:
+        """The span's seconds; on CUDA this waits for its stop event (call it when that is known to have passed)."""
+        if self._seconds is None:
+            if self.cuda:
+                self.end.synchronize()
+                self._seconds = self.begin.elapsed_time(self.end) / 1000.0
+            else:
+                self._seconds = float(self.end) - float(self.begin)
+        return self._seconds

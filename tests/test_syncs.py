@@ -1,0 +1,157 @@
+"""No host-device synchronisation in the steady-state training step (counted on the CPU by :mod:`tests.syncs`; on a GPU
+under ``torch.cuda.set_sync_debug_mode("error")``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+
+from siftcli.recipe.schema import validate_recipe
+from siftcli.sift import loader as loader_module
+from siftcli.training import checkpoint, loop
+from siftcli.training.loop import train
+from siftcli.training.setup import sift_config
+from siftcli.workload.build import build_workload
+from tests.conftest import tiny_recipe_dict
+from tests.syncs import SyncCounter
+
+#: The paths of item 1: the baseline, online sifting (memory, fresh, every mode; reducible needs a reference and is
+#: counted in test_reference_scoring_makes_no_sync), and distillation with the teacher cache.
+CASES = {
+    "baseline": {"sift.enabled": False},
+    "memory": {"sift.scoring": "memory"},
+    "memory-train-refresh": {"sift.scoring": "memory", "sift.memory_refresh": "train"},
+    "fresh-probabilistic": {"sift.scoring": "fresh"},
+    "fresh-calibrated": {"sift.scoring": "fresh", "sift.mode": "calibrated"},
+    "fresh-infobatch": {"sift.scoring": "fresh", "sift.mode": "infobatch"},
+    "random": {"sift.mode": "random", "sift.keep_fraction": 0.5},
+    "auto-delay": {"sift.sift_delay": "auto", "sift.scoring": "fresh"},
+}
+
+
+def count_syncs(recipe_dict: dict, teacher_dir: Path | None = None, **train_kwargs) -> tuple[Counter, int, SyncCounter]:
+    """(host reads of device values by step, steps run, the counter) for one training run; evaluation and checkpoints
+    (where a sync is allowed) are not counted."""
+    recipe = validate_recipe(recipe_dict)
+    torch.manual_seed(0)
+    workload = build_workload(recipe)
+    cfg = sift_config(recipe, len(workload.train_data)) if recipe.sift.enabled else None
+    modules = [workload.model] + ([workload.teacher] if getattr(workload, "teacher", None) is not None else [])
+    counter = SyncCounter(*modules)
+    evaluate, save = loop.evaluate, checkpoint.save
+
+    def paused(fn):
+        def run(*args, **kwargs):
+            with counter.paused():
+                return fn(*args, **kwargs)
+        return run
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind in ("step", "tick"):
+            counter.step = data["step"] + 1  # what follows belongs to the next step
+
+    loop.evaluate, checkpoint.save = paused(evaluate), paused(save)
+    devices, loader_module.OVERLAP_DEVICES = loader_module.OVERLAP_DEVICES, ("cuda", "cpu")  # the GPU's order
+    try:
+        with counter:
+            out = train(workload, recipe, cfg, on_event=on_event, **train_kwargs)
+    finally:
+        loop.evaluate, checkpoint.save, loader_module.OVERLAP_DEVICES = evaluate, save, devices
+    return Counter(step for step, _, _ in counter.events), out["optimizer_steps"], counter
+
+
+def steady(recipe_dict: dict) -> dict:
+    """No periodic evaluation, one log line (step 1), no checkpoint: every step after the first is steady-state."""
+    return {**recipe_dict, "log_every_steps": 10_000, "eval": {"every_steps": None, "batch_size": 32, "per_epoch": False}}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_steady_state_step_reads_nothing_back_from_the_device(text_csv: Path, case: str) -> None:
+    by_step, steps, counter = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=3, **CASES[case])))
+    assert steps > 15
+    late = {s: n for s, n in by_step.items() if 2 <= s <= steps}
+    where = sorted({(op, at) for s, op, at in counter.events if 2 <= s <= steps})
+    assert not late, f"{case}: host reads of device values in steady-state steps {late}: {where}"
+
+
+def test_the_counter_sees_a_per_step_item(text_csv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The counter is not blind: one ``.item()`` per step (what the loop once did to log the loss) is one per step."""
+    step = loop.train_step
+
+    def with_item(*args, **kwargs):
+        out = step(*args, **kwargs)
+        out.losses.mean().item()
+        return out
+
+    monkeypatch.setattr(loop, "train_step", with_item)
+    by_step, steps, _ = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=1, **{"sift.enabled": False})))
+    assert [by_step.get(s, 0) for s in range(2, steps)] == [1] * (steps - 2)
+
+
+def test_a_non_finite_loss_still_stops_the_run_naming_its_step(text_csv: Path, tmp_path: Path) -> None:
+    """The finiteness check is read at log steps only, yet the run stops with the step where the loss first went bad."""
+    from siftcli.errors import SiftcliError
+
+    recipe = validate_recipe(steady(tiny_recipe_dict(text_csv, epochs=2, **{"sift.enabled": False, "optim.lr": 1e30})))
+    workload = build_workload(recipe)
+    (tmp_path / "run").mkdir()
+    with pytest.raises(SiftcliError, match=r"training loss became (nan|inf) at step \d+") as err:
+        train(workload, recipe, None, run_dir=tmp_path / "run")
+    step = int(str(err.value).split(" at step ")[1].split()[0])
+    assert step <= 3  # a learning rate of 1e30 breaks the loss at once: the step named is the first bad one
+    assert (tmp_path / "run" / "metrics.json").exists()  # nothing lost
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("case", ["baseline", "memory", "fresh-probabilistic"])
+def test_no_sync_on_a_gpu(text_csv: Path, case: str) -> None:
+    """On a GPU the steady-state steps run under ``set_sync_debug_mode("error")``: any synchronisation raises."""
+    recipe = validate_recipe(steady(tiny_recipe_dict(text_csv, epochs=2, device="cuda", **CASES[case])))
+    workload = build_workload(recipe)
+    cfg = sift_config(recipe, len(workload.train_data)) if recipe.sift.enabled else None
+    evaluate = loop.evaluate
+    state = {"step": 0}
+
+    def on_event(kind: str, data: dict) -> None:
+        if kind in ("step", "tick"):
+            state["step"] = data["step"]
+            torch.cuda.set_sync_debug_mode("error" if data["step"] >= 2 else "default")
+
+    def unguarded(*args, **kwargs):
+        torch.cuda.set_sync_debug_mode("default")
+        return evaluate(*args, **kwargs)
+
+    loop.evaluate = unguarded
+    try:
+        train(workload, recipe, cfg, on_event=on_event)
+    finally:
+        loop.evaluate = evaluate
+        torch.cuda.set_sync_debug_mode("default")
+    assert state["step"] > 20
+
+
+@pytest.mark.parametrize("score,scoring", [("reducible", "fresh"), ("reducible", "memory"), ("reference", "fresh")])
+def test_reference_scoring_makes_no_sync(text_csv: Path, score: str, scoring: str) -> None:
+    from siftcli.training.state import Reference
+
+    raw = steady(tiny_recipe_dict(text_csv, epochs=3, **{"sift.score": score, "sift.scoring": scoring}))
+    reference = Reference(losses=torch.rand(200, generator=torch.Generator().manual_seed(0)), seconds=0.0)
+    by_step, steps, counter = count_syncs(raw, reference=reference)
+    assert steps > 15
+    assert not {s: n for s, n in by_step.items() if 2 <= s <= steps}, sorted({(op, at) for _, op, at in counter.events})
+
+
+def test_distillation_with_the_teacher_cache_makes_no_sync(text_csv: Path, tmp_path: Path) -> None:
+    from siftcli.training.setup import save_model
+
+    teacher = tmp_path / "teacher"
+    save_model(build_workload(validate_recipe(tiny_recipe_dict(text_csv, seed=7))), teacher)
+    for sift in (False, True):
+        raw = steady(tiny_recipe_dict(text_csv, epochs=3, distill={"teacher": str(teacher)}, **{"sift.enabled": sift}))
+        by_step, steps, counter = count_syncs(raw)
+        assert steps > 15
+        late = {s: n for s, n in by_step.items() if 2 <= s <= steps}
+        assert not late, (sift, late, sorted({(op, at) for _, op, at in counter.events}))
