@@ -41,6 +41,7 @@ SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
            "variants": "benchmarks.scripts.variants", "sweep-cost": "benchmarks.scripts.sweep_cost",
            "scale-out": "benchmarks.scripts.scale_out", "compile-cost": "benchmarks.scripts.compile_cost",
            "scoring-precision": "benchmarks.scripts.scoring_precision", "gpu": "benchmarks.scripts.gpu_benchmark",
+           "gpu-step": "benchmarks.scripts.gpu_step",
            "overhead": "benchmarks.scripts.overhead", "library-shapes": "benchmarks.scripts.library_shapes",
            "plan-regimes": "benchmarks.scripts.plan_regimes", "curation": "benchmarks.scripts.curation",
            "sift-overhead": "benchmarks.scripts.sift_overhead"}

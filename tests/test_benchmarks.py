@@ -214,3 +214,28 @@ def test_fixed_splits_are_disjoint_labelled_and_test_agnews_on_its_test_split(tm
         assert {r["label"] for r in read["pool"]} == {"negative", "positive"}
     with pytest.raises(ValueError, match="mr or agnews"):
         data.fixed("sst2", train=10)
+
+
+def test_gpu_step_smoke_runs_every_row_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``python -m benchmarks gpu-step --smoke``: every row (the plain loop first, siftcli's baseline, sifted by memory and
+    fresh, compiled, the Trainer pair) and the compare, on a tiny model; dynamo's eager backend keeps it fast here."""
+    import json
+
+    from benchmarks.scripts import gpu_step
+    from siftcli.training import compiling
+
+    monkeypatch.setattr(compiling, "BACKEND", "eager")
+    monkeypatch.setattr(gpu_step, "OUT", tmp_path / "gpu-step")
+    assert gpu_step.main(["--smoke", "--copy-to", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "gpu-step" / "results.json").read_text())
+    names = [r["name"] for r in result["rows"]]
+    assert names[0] == "plain PyTorch loop" and "siftcli baseline" in names and "SiftingTrainer (remembered losses)" in names
+    assert {"siftcli baseline, compiled", "plain PyTorch loop, compiled"} <= set(names)
+    rows = {r["name"]: r for r in result["rows"]}
+    assert all(r["ms_step"] > 0 for r in result["rows"])
+    assert 0 < rows["siftcli sifted, fresh scoring"]["kept"] < 1 and rows["siftcli sifted, fresh scoring"]["scoring_share"] > 0
+    assert rows["siftcli baseline, compiled"]["steady_compilations"] == 0  # every bucket compiled before the window
+    held = result["equal_time"]
+    assert held["held_against"] == "sifted" and held["train_seconds"] >= held["budget_seconds"]
+    section = (tmp_path / "out" / "section.md").read_text()
+    assert "| plain PyTorch loop |" in section and "equal-time opponent trained" in section

@@ -60,7 +60,7 @@ def run(compiled: bool, seeds: int, smoke: bool, out: Path) -> Path:
     if folder.exists():
         shutil.rmtree(folder)
     t0 = time.perf_counter()
-    run_dir, _ = run_compare(recipe, output=str(folder), seeds=seeds, equal_time=True)
+    run_dir, _ = run_compare(recipe, output=str(folder), seeds=seeds, arms=["baseline", "sifted", "equal-time"])
     (run_dir / "device.json").write_text(json.dumps({"device": device_name(), "seconds": time.perf_counter() - t0}))
     return run_dir
 
