@@ -69,6 +69,9 @@ def run_table(m: RunMetrics, run_dir: str | None = None) -> Table:
         pad = f"; lengths padded to multiples of {c['pad_to_multiple_of']}" if c.get("pad_to_multiple_of") else ""
         t.add_row("torch.compile: graphs / compilations / eager fallbacks",
                   f"{c['graphs']} / {c['compilations']} / {c['eager_fallbacks']}{pad}")
+        if c.get("seconds") is not None:
+            t.add_row("torch.compile: seconds (on the clock) / compilations after the start",
+                      f"{c['seconds']:.1f} / {c.get('steady_compilations', '—')}")
     ph = m["phases"]
     t.add_row("phases (s)", ", ".join(f"{k} {v:.1f}" for k, v in ph.items()))
     if run_dir:

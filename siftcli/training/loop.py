@@ -202,9 +202,9 @@ def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
     while True:
         scoring0 = loader.stats.scoring_seconds
         batch = next(batches, None)
+        state.phases["scoring"] += loader.stats.scoring_seconds - scoring0  # also what the epoch's last raw batches cost
         if batch is None:
             return
-        state.phases["scoring"] += loader.stats.scoring_seconds - scoring0
         yield batch
 
 

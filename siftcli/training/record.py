@@ -164,7 +164,7 @@ class RunMetrics(TypedDict):
     device: str  # where it trained (cpu, cuda:0, ...)
     torch: str  # the torch version
     reference: NotRequired[ReferenceCost | None]  # what a reference cost this run (score reducible or reference)
-    compile: NotRequired[dict[str, int]]  # graphs, compilations, eager fallbacks (compile: true)
+    compile: NotRequired[dict[str, float]]  # graphs, compilations, eager fallbacks, seconds, steady_compilations (compile: true)
     subset: NotRequired[SubsetInfo]  # arms that trained on part of the data
 
 
