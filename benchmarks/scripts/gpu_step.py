@@ -8,13 +8,16 @@ sifted with remembered losses and with fresh scoring, each eager and compiled, t
 held against. Every row starts from the same initial weights; each times a window of steady-state steps (a warm-up
 first) with the device synchronised at the window's two ends only.
 
-GPU (recipes/gpu/bert-base-config-sst2.yaml: BERT-base from config, SST-2, bf16; sized to fit 8 minutes on one H100)::
+GPU (recipes/gpu/bert-base-config-sst2.yaml: BERT-base from config, SST-2, bf16; sized to fit 8 minutes on one H100).
+A GPU machine without internet needs the data and the wheels its Python lacks, prepared here and carried::
 
-    python -m benchmarks gpu --prepare      # here: copy ../shared/data/sst2 to .gpu-data/ (the recipe reads it)
-    bash ../shared/gpu/prepare-wheels.sh     # here: wheels a GPU machine without internet lacks (datasets, optuna,
-                                             # pydantic), into .whl/; carry .whl and .gpu-data, install with
-                                             # pip --no-index --target, then on the GPU machine:
-    python -m benchmarks gpu-step --copy-to "$OUT"   # writes its section of docs/benchmarks.md (device named)
+    python -m benchmarks gpu --prepare        # .gpu-data/sst2: a copy of ../shared/data/sst2 (ignored by git)
+    bash ../shared/gpu/prepare-wheels.sh       # .whl/: datasets, optuna, pydantic, ... and MiniLM's tokenizer files
+    # there, from the checkout, with .whl and .gpu-data carried (the device tool's `carry`):
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+      && export PYTHONPATH=/tmp/site:$PWD/.whl/minilm:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 \
+      && python -m benchmarks gpu-step --copy-to "$OUT"
+    # back here: $OUT/section.md is the section of docs/benchmarks.md it wrote there (device named); paste it in
 
 CPU (the default recipe: the same ratios where no GPU is at hand)::
 

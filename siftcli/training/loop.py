@@ -115,7 +115,8 @@ def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
     if steps <= 0 or len(data) == 0:
         return
     model, optimizer, scaler, device = run.model, run.optimizer, run.scaler, run.device
-    saved = ({k: v.detach().clone() for k, v in model.state_dict().items()}, copy.deepcopy(optimizer.state_dict()),
+    local = optimizer.optim if hasattr(optimizer, "consolidate_state_dict") else optimizer  # ZeRO: this rank's shard
+    saved = ({k: v.detach().clone() for k, v in model.state_dict().items()}, copy.deepcopy(local.state_dict()),
              scaler.state_dict(), torch.get_rng_state(), torch.cuda.get_rng_state_all() if device.type == "cuda" else None)
     batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
     fn = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn  # no labels: the same forward and backward
@@ -129,8 +130,9 @@ def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
     finally:
         model.train()
         model.load_state_dict(saved[0])
-        optimizer.load_state_dict(saved[1])
-        scaler.load_state_dict(saved[2]) if saved[2] else None
+        local.load_state_dict(saved[1])
+        if saved[2]:
+            scaler.load_state_dict(saved[2])
         torch.set_rng_state(saved[3])
         if saved[4] is not None:
             torch.cuda.set_rng_state_all(saved[4])
@@ -249,9 +251,13 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             clock.start()
             precompile(run, workload, recipe)  # on the clock: compiling is the arm's own cost
             steady = compiling.counts() if recipe.compile else None
-            while state.epoch < budget.epochs and not budget.done(state.step, loader.stats.raw_samples, state.train_clock):
+            out_of_time = False  # the seconds budget, agreed by every rank at each step (clocks differ across ranks)
+            while state.epoch < budget.epochs and not out_of_time and not budget.done(state.step, loader.stats.raw_samples):
                 for batch in timed_batches(loader, state):
-                    progress = budget.progress(state.step, loader.stats.raw_samples, state.train_clock)
+                    # a seconds budget follows rank 0's clock on every rank: each must apply the same learning rate
+                    clock_now = parallel.broadcast(state.train_clock) if budget.max_seconds and parallel.active() \
+                        else state.train_clock
+                    progress = budget.progress(state.step, loader.stats.raw_samples, clock_now)
                     lr = optim.lr * lr_factor(progress, optim.warmup_fraction, optim.schedule)
                     for group in run.optimizer.param_groups:
                         group["lr"] = lr
@@ -269,7 +275,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     _log_step(state, watch, clock, lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
                     clock_due = bool(e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds)
-                    stopping, clock_due = parallel.any_true(stop.requested is not None, clock_due)  # one rank's clock decides for all
+                    stopping, clock_due, out_of_time = parallel.any_true(  # one rank's clock decides for all
+                        stop.requested is not None, clock_due, budget.out_of_time(state.train_clock))
                     if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
@@ -282,7 +289,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                         saved_step = state.step
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
-                    if budget.done(state.step, loader.stats.raw_samples, state.train_clock):
+                    if out_of_time or budget.done(state.step, loader.stats.raw_samples):
                         break
                 else:  # the loader ran dry: the epoch is over
                     state.epoch += 1

@@ -108,6 +108,10 @@ class Budget:
             return seconds / self.max_seconds
         return step / self.max_steps if self.max_steps else raw / self.total_raw
 
-    def done(self, step: int, raw: int, seconds: float = 0.0) -> bool:
-        return ((self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
-                or (self.max_seconds is not None and seconds >= self.max_seconds))
+    def done(self, step: int, raw: int) -> bool:
+        """The step or sample budget is spent (the same on every rank)."""
+        return (self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
+
+    def out_of_time(self, seconds: float) -> bool:
+        """The seconds budget is spent on this process's clock (under torchrun the loop agrees it across ranks)."""
+        return self.max_seconds is not None and seconds >= self.max_seconds
