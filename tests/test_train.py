@@ -185,7 +185,7 @@ def test_a_signal_inside_a_step_finishes_it_and_the_resume_is_exact(tmp_path: Pa
     def loss_that_gets_interrupted(model, batch):  # noqa: ANN001, ANN202
         if model.training:
             calls["n"] += 1
-            if calls["n"] == 11 + recipe.clock_warmup_steps:  # mid-run, inside a step, before its backward and optimizer step
+            if calls["n"] == 11 + recipe.warmup_steps("cpu"):  # mid-run, inside a step, before its backward and optimizer step
                 for name in signals:
                     os.kill(os.getpid(), getattr(signal_mod, name))
         return real_loss(model, batch)

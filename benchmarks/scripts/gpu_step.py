@@ -219,10 +219,16 @@ def trainer_run(workload: Any, recipe: Recipe, name: str, warmup: int, steps: in
     if sifted:
         kwargs["sift_config"] = SiftConfig(beta=1.0, scoring="memory", seed=recipe.seed)
     _reset_memory(device)
-    (SiftingTrainer if sifted else Trainer)(**kwargs).train()
+    trainer = (SiftingTrainer if sifted else Trainer)(**kwargs)
+    trainer.train()
     shutil.rmtree(folder, ignore_errors=True)
     ms = 1000 * window.seconds / steps
-    return Row(name, ms, ms, peak_mb=_peak_mb(device))
+    if not sifted:
+        return Row(name, ms, ms, peak_mb=_peak_mb(device))
+    stats = trainer.sifting_loader.stats  # the whole run's kept fraction: the window is not told apart here
+    kept = stats.kept_samples / max(1, stats.raw_samples)
+    return Row(name, ms, ms * kept, kept=kept, scoring_share=float("nan"), peak_mb=_peak_mb(device),
+               note="kept over the whole run")
 
 
 def compare_rows(recipe: Recipe, folder: Path) -> tuple[list[str], dict[str, Any]]:
@@ -291,10 +297,12 @@ def table(rows: list[Row], plain_ms: float) -> list[str]:
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         sifted = r.kept < 0.999
-        bound = f"{r.kept + r.scoring_share + 0.03:.2f} ({r.ms_raw_batch / plain_ms:.2f})" if sifted else "—"
+        bound = f"{r.kept + r.scoring_share + 0.03:.2f} ({r.ms_raw_batch / plain_ms:.2f})" \
+            if sifted and r.scoring_share == r.scoring_share else "—"
         lines.append(
             f"| {r.name} | {r.ms_step:.1f} | {r.ms_step / plain_ms:.2f} | {r.ms_raw_batch:.1f} | {r.kept:.2f} | "
-            f"{r.scoring_share:.2f} | {bound} | {'—' if r.compile_seconds is None else f'{r.compile_seconds:.1f}'} | "
+            f"{'—' if r.scoring_share != r.scoring_share else f'{r.scoring_share:.2f}'} | {bound} | "
+            f"{'—' if r.compile_seconds is None else f'{r.compile_seconds:.1f}'} | "
             f"{'—' if r.steady_compilations is None else r.steady_compilations} | "
             f"{'—' if r.peak_share is None else f'{100 * r.peak_share:.0f}%'} | "
             f"{'—' if r.peak_mb is None else f'{r.peak_mb:.0f}'} |")

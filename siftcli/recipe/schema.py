@@ -275,9 +275,10 @@ class Recipe(_Strict):
     max_steps: int | None = Field(default=None, ge=1, description="end (fully decayed) at this optimizer step")
     max_seconds: float | None = Field(default=None, gt=0, le=1e9,
                                       description="end (fully decayed) when the training clock reaches this many seconds")
-    clock_warmup_steps: int = Field(default=3, ge=0, le=1000, description=(
+    clock_warmup_steps: int | None = Field(default=None, ge=0, le=1000, description=(
         "optimizer steps on one batch before training, off the clock, their updates discarded: every arm of a comparison "
-        "starts on a device already warm (kernels chosen, memory pooled) instead of the first arm paying for it"))
+        "starts on a device already warm (kernels chosen, memory pooled) instead of the first arm paying for it; "
+        "default 3 on a GPU, 1 on a CPU (no kernels to choose there)"))
     optim: OptimSpec = Field(default_factory=OptimSpec)
     eval: EvalSpec = Field(default_factory=EvalSpec)
     sift: SiftSpec = Field(default_factory=SiftSpec)
@@ -311,6 +312,13 @@ class Recipe(_Strict):
 
             return [n for n in ("tensorboard", "mlflow", "wandb", "trackio") if importlib.util.find_spec(n) is not None]
         return value
+
+    def warmup_steps(self, device_type: str) -> int:
+        """``clock_warmup_steps``, or its default on this device: 3 on a GPU (kernel selection, the memory pool, lazy
+        initialisation: the first steps there are many times slower), 1 on a CPU."""
+        if self.clock_warmup_steps is not None:
+            return self.clock_warmup_steps
+        return 3 if device_type == "cuda" else 1
 
     @property
     def pad_multiple(self) -> int | None:
