@@ -106,10 +106,10 @@ class Step:
 
 def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
     """``clock_warmup_steps`` (3 on a GPU, 1 on a CPU) optimizer steps and a scoring forward on the first training batch,
-    off the clock, then the model, optimizer, scaler and random state put back as they were. The first steps on a fresh device pay for kernel
-    selection, the memory pool and lazy initialisation; without this the first arm of a comparison pays for every arm
-    (on one H100 an equal-time opponent trained 28% less than the arm it was held against). The bare model is warmed, not
-    a compiled forward: compiling is the arm's own cost and stays on its clock."""
+    off the clock, then the model, optimizer, scaler and random state put back as they were. The first steps on a fresh
+    device pay for kernel selection, the memory pool and lazy initialisation; without this the first arm of a comparison
+    pays for every arm (on one H100 an equal-time opponent trained 28% less than the arm it was held against). The bare
+    model is warmed, not a compiled forward: compiling is the arm's own cost and stays on its clock."""
     steps = recipe.warmup_steps(run.device.type)
     data = workload.train_data
     if steps <= 0 or len(data) == 0:
