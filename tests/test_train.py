@@ -255,8 +255,8 @@ def test_the_evaluation_schedule_does_not_change_training(tmp_path: Path, text_c
 def test_rule_weights_scale_the_training_loss() -> None:
     """InfoBatch's weights reach the gradient: weight 2 on every sample doubles an SGD step."""
     from siftcli.sift.losses import cross_entropy_loss
-    from siftcli.training.loop import train_step
     from siftcli.training.losses import LabelLoss
+    from siftcli.training.step import train_step
 
     recipe = validate_recipe({"optim": {"grad_clip": None}})
     batch_x, batch_y = torch.randn(6, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0, 1, 1, 0])

@@ -5,7 +5,7 @@ sequence length almost every batch, and each new shape can cost a recompilation 
 after ``recompile_limit`` (8) of them for one function, dynamo silently runs it eagerly. siftcli therefore
 pads sequence lengths to a few buckets when compiling (``pad_to_multiple_of``, default 16: see
 :func:`siftcli.sift.batching.bucket`), compiles one static graph per bucket at the start of the run, on its clock
-(:func:`siftcli.training.loop.precompile`), so nothing compiles in the steady state, leaves scoring and evaluation
+(:func:`siftcli.training.warm.precompile`), so nothing compiles in the steady state, leaves scoring and evaluation
 eager (their shapes differ: inference mode, subsets of any size), and counts what was compiled: :func:`counts` before
 and after a run gives
 the graphs compiled, the compilations (every compile of a frame, so recompilations after a new shape or a

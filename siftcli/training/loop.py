@@ -13,14 +13,12 @@ is acted on, and rank 0 writes metrics and checkpoints that hold every rank's lo
 
 from __future__ import annotations
 
-import copy
 import math
 import random
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +29,20 @@ from siftcli import parallel
 from siftcli.errors import RunFault, RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, JsonlLog, atomic_write_json
-from siftcli.sift.batching import at_width, bucket
-from siftcli.sift.batching import to_device as batch_to_device
 from siftcli.sift.distributed import sum_over_ranks
-from siftcli.sift.losses import Uncertainty, loss_from_logits
+from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.precision import autocast
 from siftcli.sift.sifter import SiftConfig
-from siftcli.sift.transfer import Span, to_device
 from siftcli.tasks import METRICS, TASKS
 from siftcli.training import checkpoint, compiling
 from siftcli.training.clock import LossWatch, NonFiniteLoss, RunClock
-from siftcli.training.losses import LabelLoss, StepLoss
 from siftcli.training.metrics import merge_ranks, summarise_run
 from siftcli.training.record import RunMetrics
 from siftcli.training.resume import reference_not_kept
 from siftcli.training.setup import Run, setup_run
 from siftcli.training.state import Reference, RunState
+from siftcli.training.step import train_step
+from siftcli.training.warm import precompile, warm_up
 from siftcli.workload.build import Workload
 
 
@@ -65,109 +61,6 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * rest))
     return max(0.0, 1.0 - rest)
-
-
-def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: StepLoss,
-               optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe, device: torch.device,
-               weights: torch.Tensor | None = None, indices: torch.Tensor | None = None) -> Step:
-    """One optimizer step, queued without reading anything back from the device (:class:`Step`). The per-sample losses
-    feed the sifting loader's loss memory for free; ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before
-    the mean; ``indices`` (the batch's dataset indices) go to the loss, whose teacher cache is keyed by them.
-
-    The scaler is a no-op unless training in fp16, so there is one path for every precision. Whether the loss was
-    finite is read later, at a log, evaluation or checkpoint step (:class:`~siftcli.training.clock.LossWatch`).
-    """
-    fb = Span(device).start()
-    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    with autocast(device, recipe.precision):
-        losses = loss_fn(forward, batch, indices)
-    loss = losses.mean() if weights is None else (losses * to_device(weights, device).to(losses.dtype)).mean()
-    scaler.scale(loss).backward()
-    fb.stop()
-    opt = Span(device).start()
-    scaler.unscale_(optimizer)
-    if recipe.optim.grad_clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.optim.grad_clip)
-    scaler.step(optimizer)
-    scaler.update()
-    optimizer.zero_grad(set_to_none=True)
-    return Step(losses.detach(), loss.detach(), fb, opt.stop())
-
-
-@dataclass
-class Step:
-    """What one queued step leaves: per-sample and mean losses (on the device) and its two phases' spans."""
-
-    losses: torch.Tensor
-    loss: torch.Tensor
-    forward_backward: Span
-    optimizer: Span
-
-
-def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
-    """``clock_warmup_steps`` (3 on a GPU, 1 on a CPU) optimizer steps and a scoring forward on the first training batch,
-    off the clock, then the model, optimizer, scaler and random state put back as they were. The first steps on a fresh
-    device pay for kernel selection, the memory pool and lazy initialisation; without this the first arm of a comparison
-    pays for every arm (on one H100 an equal-time opponent trained 28% less than the arm it was held against). The bare
-    model is warmed, not a compiled forward: compiling is the arm's own cost and stays on its clock."""
-    steps = recipe.warmup_steps(run.device.type)
-    data = workload.train_data
-    if steps <= 0 or len(data) == 0:
-        return
-    model, optimizer, scaler, device = run.model, run.optimizer, run.scaler, run.device
-    local = optimizer.optim if hasattr(optimizer, "consolidate_state_dict") else optimizer  # ZeRO: this rank's shard
-    saved = ({k: v.detach().clone() for k, v in model.state_dict().items()}, copy.deepcopy(local.state_dict()),
-             scaler.state_dict(), torch.get_rng_state(), torch.cuda.get_rng_state_all() if device.type == "cuda" else None)
-    batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
-    fn = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn  # no labels: the same forward and backward
-    loss = LabelLoss(fn)
-    try:
-        for _ in range(steps):
-            train_step(model, model, batch, loss, optimizer, scaler, recipe, device)
-        model.eval()
-        with torch.inference_mode(), autocast(device, run.loader.scorer.precision):
-            fn(model, batch_to_device(batch, device))
-    finally:
-        model.train()
-        model.load_state_dict(saved[0])
-        local.load_state_dict(saved[1])
-        if saved[2]:
-            scaler.load_state_dict(saved[2])
-        torch.set_rng_state(saved[3])
-        if saved[4] is not None:
-            torch.cuda.set_rng_state_all(saved[4])
-            torch.cuda.synchronize(device)
-
-
-def precompile(run: Run, workload: Workload, recipe: Recipe) -> None:
-    """``compile: true``: compile the training forward and backward once per sequence-length bucket (every multiple of
-    ``pad_to_multiple_of`` up to ``max_length``) at the start of the run, on its clock (phase ``compile``), gradients
-    dropped, so no batch of the steady state waits for a compilation. What compiling cost stays the arm's own cost."""
-    data = workload.train_data
-    if not recipe.compile or len(data) == 0:
-        return
-    t0 = time.perf_counter()
-    batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
-    ids, m = batch.get("input_ids"), recipe.pad_multiple
-    widths: list[int | None] = [None]
-    if isinstance(ids, torch.Tensor) and ids.ndim == 2 and m:
-        widths = sorted({min(bucket(k, m), recipe.max_length) for k in range(1, recipe.max_length + 1)})
-    fn = LabelLoss(Uncertainty("entropy") if workload.unlabeled else workload.loss_fn)
-    rng, buffers = torch.get_rng_state(), [(b, b.detach().clone()) for b in run.model.buffers()]  # BatchNorm's statistics
-    for width in widths:
-        shaped = batch if width is None else at_width(batch, width, ids.shape[1], workload.pad_values)
-        shaped = batch_to_device(shaped, run.device)
-        with autocast(run.device, recipe.precision):
-            losses = fn(run.forward, shaped)
-        losses.float().mean().backward()
-    run.optimizer.zero_grad(set_to_none=True)
-    torch.set_rng_state(rng)
-    with torch.no_grad():
-        for buffer, saved in buffers:
-            buffer.copy_(saved)
-    if run.device.type == "cuda":
-        torch.cuda.synchronize(run.device)
-    run.state.phases["compile"] = run.state.phases.get("compile", 0.0) + time.perf_counter() - t0
 
 
 class StopSignals:

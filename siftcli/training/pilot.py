@@ -10,9 +10,9 @@ from siftcli.recipe.schema import Recipe
 from siftcli.sift.losses import Uncertainty
 from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
 from siftcli.sift.sifter import UNCERTAINTY
-from siftcli.training.loop import train_step
 from siftcli.training.losses import LabelLoss
 from siftcli.training.setup import make_optimizer, sift_config
+from siftcli.training.step import train_step
 
 
 def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:

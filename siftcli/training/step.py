@@ -1,0 +1,49 @@
+"""One optimizer step, queued on the device and read back from nowhere: a batch in, a :class:`Step` out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from siftcli.recipe.schema import Recipe
+from siftcli.sift.precision import autocast
+from siftcli.sift.transfer import Span, to_device
+from siftcli.training.losses import StepLoss
+
+
+def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: StepLoss,
+               optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe, device: torch.device,
+               weights: torch.Tensor | None = None, indices: torch.Tensor | None = None) -> Step:
+    """One optimizer step, queued without reading anything back from the device (:class:`Step`). The per-sample losses
+    feed the sifting loader's loss memory for free; ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before
+    the mean; ``indices`` (the batch's dataset indices) go to the loss, whose teacher cache is keyed by them.
+
+    The scaler is a no-op unless training in fp16, so there is one path for every precision. Whether the loss was
+    finite is read later, at a log, evaluation or checkpoint step (:class:`~siftcli.training.clock.LossWatch`).
+    """
+    fb = Span(device).start()
+    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    with autocast(device, recipe.precision):
+        losses = loss_fn(forward, batch, indices)
+    loss = losses.mean() if weights is None else (losses * to_device(weights, device).to(losses.dtype)).mean()
+    scaler.scale(loss).backward()
+    fb.stop()
+    opt = Span(device).start()
+    scaler.unscale_(optimizer)
+    if recipe.optim.grad_clip:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.optim.grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+    return Step(losses.detach(), loss.detach(), fb, opt.stop())
+
+
+@dataclass
+class Step:
+    """What one queued step leaves: per-sample and mean losses (on the device) and its two phases' spans."""
+
+    losses: torch.Tensor
+    loss: torch.Tensor
+    forward_backward: Span
+    optimizer: Span
