@@ -48,7 +48,8 @@ def test_two_machines_share_one_postgresql_study_and_one_survives_being_killed(p
     recipe = _recipe(tmp_path)
     betas = [0.5, 1, 2, 4, 8, 16]
     common = [str(recipe), "--betas", ",".join(map(str, betas)), "--frontier", "0.5,1", "--storage", postgres_url,
-              "--study", "shared", "--stale-seconds", "15"]
+              "--study", "shared", "--stale-seconds", "60"]  # longer than a's resume takes to start on a busy
+    # 2-core machine (with 15, b sometimes requeued a's killed trial as stale first, and nothing was marked interrupted)
     a, b = tmp_path / "a", tmp_path / "b"
     first = _sweep(*common, "-o", str(a))
     second = _sweep(*common, "-o", str(b))
