@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -47,18 +46,15 @@ def _mark(value: Any) -> None:
             _mark(v)
 
 
-@dataclass
 class SyncCounter(TorchFunctionMode):
     """``with SyncCounter(model) as c: ...``; ``c.events`` lists (step, op, where) for each host read of a device value.
     ``c.step`` is set by the caller (e.g. from the training loop's events); ``c.paused()`` stops counting (evaluation)."""
 
-    events: list[tuple[int, str, str]] = field(default_factory=list)
-    step: int = 0
-    _paused: int = 0
-
     def __init__(self, *modules: torch.nn.Module) -> None:
         super().__init__()
-        self.events, self.step, self._paused = [], 0, 0
+        self.events: list[tuple[int, str, str]] = []
+        self.step = 0
+        self._paused = 0
         for module in modules:
             for t in list(module.parameters()) + list(module.buffers()):
                 _mark(t)

@@ -64,20 +64,20 @@ class Span:
         self.end: torch.cuda.Event | float | None = None
         self._seconds: float | None = None
 
+    def _mark(self) -> torch.cuda.Event | float:
+        """Now, on the device's timeline: a recorded CUDA event, or the host clock."""
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
     def start(self) -> Span:
-        if self.cuda:
-            self.begin = torch.cuda.Event(enable_timing=True)
-            self.begin.record()
-        else:
-            self.begin = time.perf_counter()
+        self.begin = self._mark()
         return self
 
     def stop(self) -> Span:
-        if self.cuda:
-            self.end = torch.cuda.Event(enable_timing=True)
-            self.end.record()
-        else:
-            self.end = time.perf_counter()
+        self.end = self._mark()
         return self
 
     @property

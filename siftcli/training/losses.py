@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import torch
 
-from siftcli.sift.losses import PerSampleLoss
+from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.transfer import Span
 
 
@@ -35,3 +35,10 @@ class LabelLoss:
 
     def take_cost(self) -> tuple[list[tuple[str, Span]], int]:
         return [], 0
+
+
+def own_loss(loss_fn: PerSampleLoss, unlabeled: bool) -> LabelLoss:
+    """The student's own loss, for steps taken outside the run's (the pilot, the warm-up, compiling the buckets): the
+    workload's ``loss_fn``, or, where the rows carry no label, the student's entropy, which costs the same forward and
+    backward."""
+    return LabelLoss(Uncertainty("entropy") if unlabeled else loss_fn)

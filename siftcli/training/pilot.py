@@ -10,7 +10,7 @@ from siftcli.recipe.schema import Recipe
 from siftcli.sift.losses import Uncertainty
 from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
 from siftcli.sift.sifter import UNCERTAINTY
-from siftcli.training.losses import LabelLoss
+from siftcli.training.losses import own_loss
 from siftcli.training.setup import make_optimizer, sift_config
 from siftcli.training.step import train_step
 
@@ -33,8 +33,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
         return None
     batch = {k: v.to(device) for k, v in workload.collate(rows).items()}
     opt = make_optimizer(model, 0.0, 0.0)  # the real optimizer's cost, with no effect on the copy
-    # without labels the student's loss cannot run: its entropy costs the same forward and backward
-    pilot_loss = LabelLoss(Uncertainty("entropy") if workload.unlabeled else workload.loss_fn)
+    pilot_loss = own_loss(workload.loss_fn, workload.unlabeled)
     score_fn = Uncertainty(recipe.sift.score) if recipe.sift.score in UNCERTAINTY else workload.loss_fn
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)

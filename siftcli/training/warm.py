@@ -11,12 +11,18 @@ import torch
 from siftcli.recipe.schema import Recipe
 from siftcli.sift.batching import at_width, bucket
 from siftcli.sift.batching import to_device as batch_to_device
-from siftcli.sift.losses import Uncertainty
 from siftcli.sift.precision import autocast
-from siftcli.training.losses import LabelLoss
+from siftcli.training.losses import own_loss
 from siftcli.training.setup import Run
 from siftcli.training.step import train_step
 from siftcli.workload.build import Workload
+
+
+def first_batch(workload: Workload, recipe: Recipe) -> dict[str, torch.Tensor]:
+    """The first ``batch_size`` training rows, collated as the loader collates them: what the warm-up steps on and
+    what each compiled bucket is cut or padded from."""
+    data = workload.train_data
+    return workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
 
 
 def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
@@ -33,15 +39,14 @@ def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
     local = optimizer.optim if hasattr(optimizer, "consolidate_state_dict") else optimizer  # ZeRO: this rank's shard
     saved = ({k: v.detach().clone() for k, v in model.state_dict().items()}, copy.deepcopy(local.state_dict()),
              scaler.state_dict(), torch.get_rng_state(), torch.cuda.get_rng_state_all() if device.type == "cuda" else None)
-    batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
-    fn = Uncertainty("entropy") if workload.unlabeled else workload.loss_fn  # no labels: the same forward and backward
-    loss = LabelLoss(fn)
+    batch = first_batch(workload, recipe)
+    loss = own_loss(workload.loss_fn, workload.unlabeled)
     try:
         for _ in range(steps):
             train_step(model, model, batch, loss, optimizer, scaler, recipe, device)
         model.eval()
         with torch.inference_mode(), autocast(device, run.loader.scorer.precision):
-            fn(model, batch_to_device(batch, device))
+            loss.fn(model, batch_to_device(batch, device))
     finally:
         model.train()
         model.load_state_dict(saved[0])
@@ -62,12 +67,12 @@ def precompile(run: Run, workload: Workload, recipe: Recipe) -> None:
     if not recipe.compile or len(data) == 0:
         return
     t0 = time.perf_counter()
-    batch = workload.collate([data[i] for i in range(min(len(data), recipe.batch_size))])
+    batch = first_batch(workload, recipe)
     ids, m = batch.get("input_ids"), recipe.pad_multiple
     widths: list[int | None] = [None]
     if isinstance(ids, torch.Tensor) and ids.ndim == 2 and m:
         widths = sorted({min(bucket(k, m), recipe.max_length) for k in range(1, recipe.max_length + 1)})
-    fn = LabelLoss(Uncertainty("entropy") if workload.unlabeled else workload.loss_fn)
+    fn = own_loss(workload.loss_fn, workload.unlabeled)
     rng, buffers = torch.get_rng_state(), [(b, b.detach().clone()) for b in run.model.buffers()]  # BatchNorm's statistics
     for width in widths:
         shaped = batch if width is None else at_width(batch, width, ids.shape[1], workload.pad_values)
