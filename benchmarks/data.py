@@ -221,14 +221,29 @@ def digits(size: int = 16, evaluation: int = 797) -> Path:
     return out
 
 
-def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evaluation: int = 1000) -> Path:
-    """A pool for filtering at scale (``python -m benchmarks curation``): ``rows`` texts, each three sentences of 8 to
-    20 words drawn from SST-2 and MR (about 30,000 distinct ones: two rows that share one sentence are at a Jaccard
-    similarity of about 0.2, far from a near-copy, and share all three about never), of which ``copy_share`` are
-    planted near-copies (one small edit) of an earlier row. Column ``copy_of`` is the planted row's original (-1
-    otherwise): the dedup's ground truth. ``target.csv`` holds ``target`` MR sentences (the n-gram reference's
-    holdout), ``eval.csv`` ``evaluation`` others. Written with the csv module in one pass; about 200 bytes a row."""
-    folder = DATA / f"curation-{rows}"
+#: The pool shapes of :func:`curation_pool`: ``three`` (three SST-2/MR sentences of 8 to 20 words a row, copies by a
+#: small edit) and ``shared`` (two SST-2 sentences of at least six words, copies by one inserted word; each sentence is in
+#: about 57 rows of a million, so rows share text the way web text shares boilerplate).
+POOL_SHAPES = ("three", "shared")
+
+
+def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evaluation: int = 1000,
+                  shape: str = "three") -> Path:
+    """A pool for filtering at scale (``python -m benchmarks curation``): ``rows`` texts of which ``copy_share`` are
+    planted near-copies of an earlier row. Column ``copy_of`` is the planted row's original (-1 otherwise): the
+    dedup's ground truth. ``target.csv`` holds ``target`` MR sentences (the n-gram reference's holdout), ``eval.csv``
+    ``evaluation`` others. Written with the csv module in one pass; about 200 bytes a row.
+
+    ``shape`` ``three``: each row three sentences of 8 to 20 words drawn from SST-2 and MR (about 30,000 distinct ones:
+    two rows that share one sentence are at a Jaccard similarity of about 0.2, far from a near-copy, and share all
+    three about never); a copy is one small edit (a word dropped, doubled or swapped). ``shared``: each row two SST-2
+    sentences of at least six words (34,821 distinct, each drawn about 57 times a million rows): a row whose long
+    sentence another row shares beside a short one can be within 0.7 bigram Jaccard of it (a near-copy by the metric,
+    not planted), and every row shares some band of its signature with rows it is far from: the pool that makes the
+    near-copy search's candidates grow with shared text. A copy is its original with one word inserted."""
+    if shape not in POOL_SHAPES:
+        raise ValueError(f"shape {shape!r}: expected one of {POOL_SHAPES}")
+    folder = DATA / (f"curation-{rows}" if shape == "three" else f"curation-{shape}-{rows}")
     if (folder / "pool.csv").exists():
         return folder
     rng = random.Random(43)
@@ -236,12 +251,17 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
     held, other = mr[:target + evaluation], mr[target + evaluation:]
     with (SHARED / "sst2" / "train.tsv").open(encoding="utf-8") as f:
         sst = [r[0].strip() for r in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][1:]
-    sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 20)
+    if shape == "three":
+        sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 20)
+        per_row, edit = 3, _near_copy
+    else:
+        sentences = sorted(s for s in set(sst) if len(s.split()) >= 6)
+        per_row, edit = 2, _inserted
     labels = ("negative", "positive")
     folder.mkdir(parents=True, exist_ok=True)
     _write(folder / "target.csv", held[:target])
     _write(folder / "eval.csv", held[target:])
-    originals: list[str] = []
+    originals: list[tuple[int, str]] = []
 
     def write(tmp: Path) -> None:
         with tmp.open("w", newline="", encoding="utf-8") as f:
@@ -250,11 +270,18 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
             for i in range(rows):
                 if originals and rng.random() < copy_share:
                     j = rng.randrange(len(originals))
-                    out.writerow([_near_copy(originals[j][1], rng), labels[rng.randrange(2)], originals[j][0]])
+                    out.writerow([edit(originals[j][1], rng), labels[rng.randrange(2)], originals[j][0]])
                     continue
-                text = " ".join(rng.choice(sentences) for _ in range(3))
+                text = " ".join(rng.choice(sentences) for _ in range(per_row))
                 originals.append((i, text))
                 out.writerow([text, labels[rng.randrange(2)], -1])
 
     atomic_write(folder / "pool.csv", write)
     return folder
+
+
+def _inserted(text: str, rng: random.Random) -> str:
+    """``text`` with one of its own words inserted at a random place: a near-copy by one word."""
+    words = text.split()
+    words.insert(rng.randrange(len(words) + 1), rng.choice(words))
+    return " ".join(words)

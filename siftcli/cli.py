@@ -424,6 +424,8 @@ def filter_(
     line = f"kept {result.kept} of {result.of} rows ({100 * result.keep:.1f}%) -> {result.output}"
     if result.dedup_similarity is not None:
         line += f"; near-copies dropped at similarity {result.dedup_similarity:g}: {result.of - (result.dedup_kept or 0)}"
+        if result.dedup_search is not None:
+            line += f" ({result.dedup_search.checked / max(1, result.of):.2f} pairs a row checked exactly)"
     if result.reference_kind:
         line += f"; ranked by the {result.reference_kind} reference"
     if groups:

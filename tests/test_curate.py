@@ -203,9 +203,10 @@ def test_distinct_is_np_unique_and_candidates_are_each_pair_once_lower_first() -
     rng = np.random.default_rng(0)
     for values in (np.zeros(0, np.int64), rng.integers(0, 50, 1000), rng.integers(0, 2**40, 5000, dtype=np.uint64)):
         assert np.array_equal(distinct(values), np.unique(values)) and distinct(values).dtype == values.dtype
-    sigs = rng.integers(0, 3, (300, 64), dtype=np.uint32)  # values from 3: many shared bands, many pairs
-    sigs[150:] = sigs[:150]  # and 150 exact copies
-    pairs = dedup.candidates(sigs, 0.7)
+    rows = [rng.integers(1, 6, 12).tolist() for _ in range(150)]  # tokens from 5: many shared bands, many pairs
+    counts = dedup.SearchCounts()
+    pairs = dedup.candidates(dedup.sketch(from_sequences(rows + rows)), 0.7, counts)  # and 150 exact copies
+    assert counts.band_pairs > 2 * counts.checked == 2 * len(pairs)  # the bit maps left out pairs that shared a band
     assert (pairs[:, 0] < pairs[:, 1]).all() and len(np.unique(pairs, axis=0)) == len(pairs)
     assert {(i, i + 150) for i in range(150)} <= set(map(tuple, pairs.tolist()))
 
@@ -219,6 +220,15 @@ def test_signatures_are_a_function_of_each_row_so_chunks_and_blocks_do_not_matte
     assert (whole[[i for i, r in enumerate(rows) if not r]] == 0xFFFFFFFF).all()  # an empty row: no bigram at all
     long_last = [[1, 2], [3, 4], list(range(5, 20_000))]  # hashing blocks begin past the last row's first bigram
     assert np.array_equal(dedup.signatures(from_sequences(long_last))[2], dedup.signatures(from_sequences(long_last[2:]))[0])
+    whole_sk = dedup.sketch(from_sequences(rows))
+    parts_sk = dedup.Sketches.join([dedup.sketch(from_sequences(rows[i:i + 37])) for i in range(0, 500, 37)])
+    filled = dedup.Sketches.empty(600)
+    for i in range(0, 500, 37):
+        filled.put(i, dedup.sketch(from_sequences(rows[i:i + 37])))
+    for other in (parts_sk, filled.head(500)):
+        assert all(np.array_equal(getattr(whole_sk, f), getattr(other, f)) for f in ("bands", "bits", "sizes"))
+    assert np.array_equal(whole_sk.bands, dedup.band_keys(whole))  # duplicate bigrams do not change a minimum
+    assert whole_sk.sizes.tolist() == [len(set(zip(r, r[1:]))) if len(r) > 1 else len(r) for r in rows]
 
 
 def test_texts_tokenize_as_training_does_and_the_markers_come_off() -> None:

@@ -51,3 +51,62 @@ def test_token_sequences_leave_out_padding_and_refuse_samples_without_text() -> 
     assert token_sequences(samples) == [[5, 6], [7, 8]]
     with pytest.raises(SiftcliError, match="needs text samples"):
         token_sequences([{"pixel_values": torch.zeros(3)}])
+
+
+def _shared_text_pool(rng: random.Random, rows: int = 2000, sentences: int = 150) -> tuple[list[list[int]], set[int]]:
+    """Rows of two sentences each from a few (so every sentence is in ~25 rows, and a row whose long sentence another
+    shares is similar to it without being a copy), 10% of them copies of an earlier row with one token inserted."""
+    said = [[rng.randrange(1000, 30000) for _ in range(rng.choice((6, 8, 30, 40)))] for _ in range(sentences)]
+    pool: list[list[int]] = []
+    planted = set()
+    for i in range(rows):
+        if pool and rng.random() < 0.1:
+            copy = list(pool[rng.randrange(len(pool))])
+            copy.insert(rng.randrange(len(copy) + 1), rng.randrange(1000, 30000))
+            pool.append(copy)
+            planted.add(i)
+        else:
+            pool.append(rng.choice(said) + rng.choice(said))
+    return pool, planted
+
+
+def test_the_bit_map_bound_never_drops_a_pair_at_the_threshold_and_the_exact_check_is_jaccard() -> None:
+    from siftcli.curate.dedup import similarities, sketch, within_reach
+
+    rng = random.Random(3)
+    base = _sentences(60, rng)
+    rows = list(base)
+    for r in base:  # each base row with a share of its tokens replaced: similarities spread over (0, 1]
+        for swap in (1, 3, 6, 10, 20):
+            copy = list(r)
+            for j in rng.sample(range(len(copy)), min(swap, len(copy))):
+                copy[j] = rng.randrange(1000, 30000)
+            rows.append(copy)
+    rows += [[], [], [5]]
+    tokens = from_sequences(rows)
+    n = len(rows)
+    pairs = np.array([(i, j) for i in range(n) for j in range(i + 1, n)], dtype=np.int64)
+    sets = bigram_sets(tokens, np.arange(n))
+    exact = np.array([jaccard(sets[i], sets[j]) for i, j in pairs.tolist()])
+    assert np.array_equal(similarities(sets, pairs), exact)
+    sk = sketch(tokens)
+    for t in (0.3, 0.5, 0.7, 0.9, 1.0):
+        reach = within_reach(sk, pairs[:, 0] * n + pairs[:, 1], t)
+        assert reach[exact >= t].all()
+        assert (~reach[exact < t - 0.15]).mean() > 0.95  # and the bound is sharp: few pairs well below are left in
+    assert (exact >= 0.7).sum() >= 50 and ((exact > 0.3) & (exact < 0.6)).sum() >= 100, np.histogram(exact, 10)
+
+
+def test_rows_that_share_text_cost_checks_in_proportion_to_their_copies() -> None:
+    from siftcli.curate.dedup import SearchCounts, candidates, clusters, sketch
+
+    pool, planted = _shared_text_pool(random.Random(5))
+    tokens = from_sequences(pool)
+    counts = SearchCounts()
+    pairs = candidates(sketch(tokens), 0.7, counts)
+    parent = clusters(pairs, len(pool), lambda rows: bigram_sets(tokens, rows), 0.7, counts)
+    assert counts.band_pairs > 3 * counts.checked, counts  # sentences shared by ~25 rows put many pairs in each band
+    assert counts.checked <= 1.25 * counts.near_copies  # the exact checks follow the near-copies, not the shared text
+    removed = set(np.flatnonzero(parent != np.arange(len(pool))).tolist())
+    assert planted <= removed  # every planted copy found
+    assert near_duplicates(pool) == sorted(set(range(len(pool))) - removed)

@@ -1,18 +1,23 @@
 """Filtering at scale, side by side: ``siftcli filter`` (one process, every core, a Dask cluster of 2 local workers)
 against datatrove's MinHash deduplication and siftcli before its streamed path, on the same pools.
 
-For each size (100k, 300k, 1M rows; ``benchmarks.data.curation_pool``: three SST-2/MR sentences a row, 10% planted
-near-copies with their original's id in ``copy_of``) every tool runs as its own process, one after another, with a
-fresh ``datasets`` cache (its Arrow conversion is on the clock, as a user's first run pays it); its wall-clock and the
-peak resident memory of its whole process tree (psutil, sampled every 0.1 s) are recorded. Rows:
+For each pool shape and size (100k, 300k, 1M rows; ``benchmarks.data.curation_pool``: ``three``, three SST-2/MR
+sentences a row, and ``shared``, two SST-2 sentences a row that other rows share, each with 10% planted near-copies
+and their original's id in ``copy_of``) every tool runs as its own process, one after another, with a fresh
+``datasets`` cache (its Arrow conversion is on the clock, as a user's first run pays it); its wall-clock, the peak
+resident memory of its whole process tree and of its largest single process (the driver, or a worker) (psutil,
+sampled every 0.1 s) are recorded, and for siftcli the near-copy search's pairs per row. Rows:
 
 - ``siftcli filter --dedup --keep 0.5`` (near-copies out, then the n-gram reference's lowest half of the rest) with
-  ``--workers 1``, ``--workers 2`` and ``--engine dask --workers 2``;
+  ``--workers 1``, ``--workers 2`` and ``--engine dask --workers 2``, and ``--workers 1`` with the evaluation rows
+  split off the pool (``data.eval_fraction: 0.001``) instead of read from ``eval.csv``;
 - ``siftcli filter --stream`` (``--workers 2``): the source read as a stream, twice, as a hub dataset would be;
 - ``siftcli filter --dedup`` alone (``--workers 2``): the job datatrove does, and the precision and recall of the rows
   it dropped against the planted copies;
 - datatrove's four-stage MinHash dedup (its default configuration: word 5-grams, 14 buckets of 8 hashes) on the same
-  rows as 2 JSONL shards, ``LocalPipelineExecutor`` with 2 workers: the same precision and recall;
+  rows as 2 JSONL shards, ``LocalPipelineExecutor`` with 2 workers: the same precision and recall (datatrove 0.10
+  needs ``pip install datatrove spacy "xxhash<4"``: its English word tokenizer is spaCy's, and it hashes ``str``,
+  which xxhash 4 refuses);
 - with ``--previous COMMIT``, ``siftcli filter --workers 2`` as that earlier commit had it (what a change bought,
   measured in the same run);
 - siftcli before the streamed path (``--before``, a commit; run from a git worktree), up to 300k rows (it holds
@@ -20,7 +25,8 @@ peak resident memory of its whole process tree (psutil, sampled every 0.1 s) are
 
 MB/s per core is the pool's CSV size over the wall-clock over the cores the tool used.
 
-    python -m benchmarks curation [--sizes 100000 300000 1000000] [--before 0c9139a] [--previous COMMIT] [--report-only]
+    python -m benchmarks curation [--sizes 100000 300000 1000000] [--pools three shared] [--runs LABEL ...]
+                                  [--before 0c9139a] [--previous COMMIT] [--report-only]
     python -m benchmarks curation --libraries   # the hand-written steps against datasketch and scikit-learn
 """
 
@@ -34,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +51,12 @@ RESULTS = ROOT / "runs" / "bench-curation" / "results.json"
 BEFORE = "0c9139a"  # the last commit whose siftcli filter held every row in memory
 
 
-def _recipe(folder: Path, out: Path) -> Path:
+def _recipe(folder: Path, out: Path, split_eval: bool = False) -> Path:
+    """The benchmark's recipe over ``folder``'s pool: evaluation rows from ``eval.csv``, or (``split_eval``) the
+    pool's own 0.1% split off as a recipe without an evaluation file does."""
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{folder.name}.yaml"
+    path = out / f"{folder.name}{'-split' if split_eval else ''}.yaml"
+    evaluation = "eval_fraction: 0.001" if split_eval else f"eval_source: {folder / 'eval.csv'}"
     path.write_text(f"""# python -m benchmarks curation: the pool {folder.name}
 name: {folder.name}
 task: text-classification
@@ -54,7 +64,7 @@ model:
   source: builtin:minilm
 data:
   source: {folder / 'pool.csv'}
-  eval_source: {folder / 'eval.csv'}
+  {evaluation}
   label_names: [negative, positive]
 max_length: 128
 sift:
@@ -65,19 +75,31 @@ sift:
     return path
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[float, float, str, int]:
-    """Wall-clock seconds, peak resident MB of the process tree, stdout and the exit code of ``cmd``."""
+@dataclass
+class Measured:
+    """One command's cost: wall-clock seconds, the peak resident MB of its process tree and of its largest single
+    process, its stdout and exit code."""
+
+    wall: float
+    peak_mb: float
+    process_mb: float
+    text: str
+    code: int
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> Measured:
+    """Run ``cmd`` and sample its process tree's memory every 0.1 s."""
     import psutil
 
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
-        root, peak = psutil.Process(proc.pid), 0
+        root, peak, single = psutil.Process(proc.pid), 0, 0
         while proc.poll() is None:
             try:
-                tree = [root, *root.children(recursive=True)]
-                peak = max(peak, sum(p.memory_info().rss for p in tree if p.is_running()))
-            except psutil.Error:
+                sizes = [p.memory_info().rss for p in [root, *root.children(recursive=True)] if p.is_running()]
+                peak, single = max(peak, sum(sizes)), max(single, *sizes)
+            except (psutil.Error, ValueError):
                 pass
             time.sleep(0.1)
         wall = time.perf_counter() - t0
@@ -86,7 +108,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None 
         text = out.read()
     if proc.returncode:
         print(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err[-2000:]}", file=sys.stderr)
-    return wall, peak / 2**20, text, proc.returncode
+    return Measured(wall, peak / 2**20, single / 2**20, text, proc.returncode)
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -129,14 +151,15 @@ def _removed_ids(folder: Path, kept: list[str]) -> set[int]:
 
 
 def siftcli_run(folder: Path, work: Path, args: list[str], label: str, python: list[str] | None = None,
-                cwd: Path | None = None) -> dict[str, Any]:
-    recipe = _recipe(folder, work)
+                cwd: Path | None = None, split_eval: bool = False) -> dict[str, Any]:
+    recipe = _recipe(folder, work, split_eval)
     out = work / f"{folder.name}-{label}.csv"
     with tempfile.TemporaryDirectory() as cache:
         cmd = [*(python or [sys.executable, "-m", "siftcli"]), "filter", str(recipe), "-o", str(out), "--json", *args]
-        wall, peak, text, code = measure(cmd, _env(Path(cache)), cwd)
-    doc = json.loads(text.strip().splitlines()[-1]) if code == 0 and text.strip() else {}
-    return {"wall": wall, "peak_mb": peak, "code": code, "result": doc, "output": str(out)}
+        got = measure(cmd, _env(Path(cache)), cwd)
+    doc = json.loads(got.text.strip().splitlines()[-1]) if got.code == 0 and got.text.strip() else {}
+    return {"wall": got.wall, "peak_mb": got.peak_mb, "process_mb": got.process_mb, "code": got.code, "result": doc,
+            "output": str(out)}
 
 
 def datatrove_run(folder: Path, work: Path, workers: int = 2) -> dict[str, Any]:
@@ -154,7 +177,7 @@ def datatrove_run(folder: Path, work: Path, workers: int = 2) -> dict[str, Any]:
     dt = work / f"{folder.name}-datatrove"
     subprocess.run(["rm", "-rf", str(dt)], check=True)
     cmd = [sys.executable, "-m", "benchmarks.scripts.curation", "datatrove", str(shards), str(dt), str(workers)]
-    wall, peak, text, code = measure(cmd, _env(work / "cache"), ROOT)
+    got = measure(cmd, _env(work / "cache"), ROOT)
     removed: set[int] = set()
     for path in (dt / "removed").glob("*.jsonl*"):
         import gzip
@@ -162,7 +185,8 @@ def datatrove_run(folder: Path, work: Path, workers: int = 2) -> dict[str, Any]:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt", encoding="utf-8") as f:
             removed |= {int(json.loads(line)["id"]) for line in f if line.strip()}
-    return {"wall": wall, "peak_mb": peak, "code": code, "removed": sorted(removed)}
+    return {"wall": got.wall, "peak_mb": got.peak_mb, "process_mb": got.process_mb, "code": got.code,
+            "removed": sorted(removed)}
 
 
 def _datatrove_main(shards: str, out: str, workers: int) -> None:
@@ -198,44 +222,62 @@ def _worktree(work: Path, commit: str) -> Path:
     return worktree
 
 
-def _run(sizes: list[int], before: str | None, previous: str | None = None) -> dict[str, Any]:
+#: The siftcli rows of every pool, by label (``--runs`` picks some; ``datatrove``, ``previous`` and ``before`` too).
+RUNS = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
+        "siftcli x1 eval_fraction": ["--dedup", "--keep", "0.5", "--workers", "1"],
+        "siftcli x2": ["--dedup", "--keep", "0.5", "--workers", "2"],
+        "siftcli dask x2": ["--dedup", "--keep", "0.5", "--engine", "dask", "--workers", "2"],
+        "siftcli dedup x2": ["--dedup", "--workers", "2"],
+        "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"]}
+
+
+def _key(shape: str, n: int) -> str:
+    """A pool's key in the results (the ``three`` pools keep their bare size, as before the ``shared`` ones)."""
+    return str(n) if shape == "three" else f"{shape}-{n}"
+
+
+def _run(sizes: list[int], before: str | None, previous: str | None = None, pools: tuple[str, ...] = ("three",),
+         runs: list[str] | None = None, path: Path = RESULTS) -> dict[str, Any]:
     from benchmarks.data import curation_pool
 
     work = ROOT / "runs" / "bench-curation"
-    results: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    worktree = _worktree(work, before) if before else None
-    earlier = _worktree(work, previous) if previous else None
-    for n in sizes:
-        folder = curation_pool(n)
-        planted, rows = _planted(folder)
-        size_mb = (folder / "pool.csv").stat().st_size / 2**20
-        got: dict[str, Any] = {"rows": rows, "mb": size_mb, "planted": len(planted)}
-        runs = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
-                "siftcli x2": ["--dedup", "--keep", "0.5", "--workers", "2"],
-                "siftcli dask x2": ["--dedup", "--keep", "0.5", "--engine", "dask", "--workers", "2"],
-                "siftcli dedup x2": ["--dedup", "--workers", "2"],
-                "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"]}
-        for label, args in runs.items():
-            print(f"{n} rows: {label}", file=sys.stderr, flush=True)
-            got[label] = siftcli_run(folder, work, args, label.replace(" ", "-"))
-        if earlier is not None:  # the same command on an earlier streamed version: what a change bought, in one run
-            print(f"{n} rows: siftcli x2 ({previous})", file=sys.stderr, flush=True)
-            got[f"siftcli x2 ({previous})"] = siftcli_run(folder, work, runs["siftcli x2"], "previous",
-                                                          [sys.executable, "-m", "siftcli"], earlier)
-        dedup_out = Path(got["siftcli dedup x2"]["output"])
-        if dedup_out.exists():
-            got["siftcli dedup x2"]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
-        print(f"{n} rows: datatrove", file=sys.stderr, flush=True)
-        dt = datatrove_run(folder, work)
-        dt["pr"] = _pr(set(dt.pop("removed")), planted)
-        got["datatrove minhash x2"] = dt
-        if worktree is not None and n <= 300_000:
-            print(f"{n} rows: siftcli before ({before})", file=sys.stderr, flush=True)
-            got[f"siftcli before ({before})"] = siftcli_run(
-                folder, work, ["--dedup", "--keep", "0.5"], "before", [sys.executable, "-m", "siftcli"], worktree)
-        results[str(n)] = got
-        RESULTS.parent.mkdir(parents=True, exist_ok=True)
-        RESULTS.write_text(json.dumps(results, indent=1))
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    wanted = set(runs) if runs else {*RUNS, "datatrove", "previous", "before"}
+    worktree = _worktree(work, before) if before and "before" in wanted else None
+    earlier = _worktree(work, previous) if previous and "previous" in wanted else None
+    for shape in pools:
+        for n in sizes:
+            folder = curation_pool(n, shape=shape)
+            planted, rows = _planted(folder)
+            size_mb = (folder / "pool.csv").stat().st_size / 2**20
+            got: dict[str, Any] = {**results.get(_key(shape, n), {}), "rows": rows, "mb": size_mb,
+                                   "planted": len(planted), "shape": shape}
+            for label, args in RUNS.items():
+                if label in wanted:
+                    print(f"{shape} {n} rows: {label}", file=sys.stderr, flush=True)
+                    got[label] = siftcli_run(folder, work, args, label.replace(" ", "-"),
+                                             split_eval=label.endswith("eval_fraction"))
+            for label, args in RUNS.items():  # the same commands on an earlier version: what a change bought
+                if earlier is not None and label in (wanted if runs else {"siftcli x2"}):
+                    print(f"{shape} {n} rows: {label} ({previous})", file=sys.stderr, flush=True)
+                    got[f"{label} ({previous})"] = siftcli_run(
+                        folder, work, args, f"previous-{label.replace(' ', '-')}", [sys.executable, "-m", "siftcli"],
+                        earlier, split_eval=label.endswith("eval_fraction"))
+            dedup_out = Path(got.get("siftcli dedup x2", {}).get("output", "/nonexistent"))
+            if "siftcli dedup x2" in wanted and dedup_out.exists():
+                got["siftcli dedup x2"]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
+            if "datatrove" in wanted:
+                print(f"{shape} {n} rows: datatrove", file=sys.stderr, flush=True)
+                dt = datatrove_run(folder, work)
+                dt["pr"] = _pr(set(dt.pop("removed")), planted)
+                got["datatrove minhash x2"] = dt
+            if worktree is not None and n <= 300_000 and shape == "three":
+                print(f"{n} rows: siftcli before ({before})", file=sys.stderr, flush=True)
+                got[f"siftcli before ({before})"] = siftcli_run(
+                    folder, work, ["--dedup", "--keep", "0.5"], "before", [sys.executable, "-m", "siftcli"], worktree)
+            results[_key(shape, n)] = got
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results, indent=1))
     return results
 
 
@@ -274,7 +316,8 @@ def libraries(rows: int = 20_000) -> dict[str, Any]:
     tok = load_tokenizer("builtin:minilm")
     t_tok, tokens = _timed(lambda: from_texts(tok, texts, 128))
     out: dict[str, Any] = {"rows": rows, "tokenize": t_tok}
-    out["siftcli signatures"], sigs = _timed(lambda: dedup.signatures(tokens))
+    out["siftcli signatures"], _ = _timed(lambda: dedup.signatures(tokens))
+    out["siftcli sketches (signatures, bit maps, sizes)"], sk = _timed(lambda: dedup.sketch(tokens))
     hashes, owner = dedup.shingle_hashes(tokens)
     starts = np.r_[0, np.flatnonzero(owner[1:] != owner[:-1]) + 1, len(owner)]
     per_row = [hashes[a:b].tolist() for a, b in zip(starts[:-1], starts[1:])]
@@ -289,7 +332,7 @@ def libraries(rows: int = 20_000) -> dict[str, Any]:
         return found
 
     out["datasketch MinHash.update_batch"], sketches = _timed(sketch, 1)
-    out["siftcli candidates"], pairs = _timed(lambda: dedup.candidates(sigs, 0.7))
+    out["siftcli candidates"], pairs = _timed(lambda: dedup.candidates(sk, 0.7))
 
     def lsh() -> int:
         index = MinHashLSH(threshold=0.7, num_perm=64)
@@ -298,7 +341,7 @@ def libraries(rows: int = 20_000) -> dict[str, Any]:
         return sum(len(index.query(m)) - 1 for m in sketches) // 2
 
     out["datasketch MinHashLSH insert+query"], lsh_pairs = _timed(lsh, 1)
-    out["pairs"] = {"siftcli (after the agreement prefilter)": int(len(pairs)), "datasketch": int(lsh_pairs)}
+    out["pairs"] = {"siftcli (within reach by the bit maps)": int(len(pairs)), "datasketch": int(lsh_pairs)}
     head, tail = markers(tok)
     bare = strip_markers(tokens, head, tail)
     tgt = strip_markers(from_texts(tok, [r["text"] for r in target], 128), head, tail)
@@ -393,6 +436,58 @@ def _section(results: dict[str, Any]) -> list[str]:
     return lines
 
 
+SEARCH_TITLE = "Filtering when rows share text: the near-copy search"
+SEARCH_RESULTS = ROOT / "runs" / "bench-curation" / "search.json"
+
+
+def _search_section(results: dict[str, Any]) -> list[str]:
+    """The ``--pools`` runs: each pool shape's rows with the near-copy search's phase, pairs and memory per process."""
+    from benchmarks.common import _cpu
+
+    lines = [f"## {SEARCH_TITLE}", "",
+             f"`python -m benchmarks curation --pools three shared --sizes 1000000 --runs ... --previous COMMIT` "
+             f"({_cpu()}; every tool a process of its own, one at a time, a fresh `datasets` cache each). Pools: "
+             "`three`, three SST-2/MR sentences of 8-20 words a row, copies by a small edit (the pool of the section "
+             "above); `shared`, two SST-2 sentences of at least six words a row (34,821 distinct, each in about 57 "
+             "rows of a million), copies by one inserted word; 10% planted near-copies each. `siftcli` rows run "
+             "`siftcli filter --dedup --keep 0.5` unless marked `dedup`; `eval_fraction` splits 0.1% of the pool off "
+             "for evaluation instead of reading `eval.csv`; a commit in brackets is that earlier version, in the same "
+             "run. Peak: the process tree; process: its largest single process (the driver). Pairs a row: the distinct "
+             "pairs that shared a band / were checked exactly / were near-copies.", "",
+             "| pool | rows | tool | wall s | near-copies s | peak MB | process MB | pairs a row | dedup precision | "
+             "dedup recall | kept |", "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for got in results.values():
+        if not isinstance(got, dict) or "shape" not in got:
+            continue
+        for label, run in got.items():
+            if not isinstance(run, dict):
+                continue
+            head = f"| {got['shape']} | {got['rows']:,} | {label} |"
+            if run.get("code"):
+                lines.append(f"{head} failed ({run['code']}) | | | | | | | |")
+                continue
+            doc = run.get("result", {})
+            near = doc.get("phases", {}).get("near-copies")
+            search = doc.get("dedup_search")
+            per = "" if not search else " / ".join(f"{search[k] / got['rows']:.2f}" for k in ("band_pairs", "checked",
+                                                                                            "near_copies"))
+            pr = run.get("pr")
+            kept = doc.get("kept")
+            lines.append(f"{head} {run['wall']:.1f} | {'' if near is None else f'{near:.1f}'} | {run['peak_mb']:,.0f} | "
+                         f"{run.get('process_mb', 0):,.0f} | {per} | {'' if pr is None else f'{pr[0]:.3f}'} | "
+                         f"{'' if pr is None else f'{pr[1]:.3f}'} | {'' if kept is None else f'{kept:,}'} |")
+    phases = [(got["shape"], label, run["result"]["phases"]) for got in results.values() if isinstance(got, dict)
+              and "shape" in got for label, run in got.items() if isinstance(run, dict) and run.get("result", {}).get("phases")
+              and label.startswith("siftcli x")]
+    if phases:
+        names = list(dict.fromkeys(k for _, _, p in phases for k in p))
+        lines += ["", "Where the time goes (seconds):", "", "| pool | tool | " + " | ".join(names) + " |",
+                  "|---|---|" + "---:|" * len(names)]
+        lines += [f"| {shape} | {label} | " + " | ".join(f"{p[k]:.1f}" if k in p else "" for k in names) + " |"
+                  for shape, label, p in phases]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["datatrove"]:
@@ -401,22 +496,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks curation", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
+    parser.add_argument("--pools", nargs="+", default=None, choices=["three", "shared"],
+                        help="pool shapes side by side (their own section and results file); default: the three-sentence "
+                             "pool's section")
+    parser.add_argument("--runs", nargs="+", default=None,
+                        help=f"only these rows: {', '.join(RUNS)}, datatrove, previous, before (default: all)")
     parser.add_argument("--before", default=BEFORE, help="a commit of siftcli to time as it was (empty: skip)")
     parser.add_argument("--previous", default="", help="an earlier streamed commit to time with --workers 2 beside HEAD")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--libraries", action="store_true", help="only the hand-written steps against the libraries")
     parser.add_argument("--out", default=str(DOC))
     opts = parser.parse_args(argv)
+    from benchmarks.harness import write_section
+
+    if opts.pools:
+        if not opts.report_only:
+            # the pools' runs keep their own file: the three-sentence pool's section is not rewritten by them
+            _run(opts.sizes, None, opts.previous or None, tuple(opts.pools), opts.runs, SEARCH_RESULTS)
+        section = _search_section(json.loads(SEARCH_RESULTS.read_text()))
+        write_section(Path(opts.out), SEARCH_TITLE, section)
+        print("\n".join(section))
+        return 0
     if opts.libraries:
         results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         results["libraries"] = libraries()
         RESULTS.write_text(json.dumps(results, indent=1))
     elif not opts.report_only:
-        results = _run(opts.sizes, opts.before or None, opts.previous or None)
+        results = _run(opts.sizes, opts.before or None, opts.previous or None, ("three",), opts.runs)
     else:
         results = json.loads(RESULTS.read_text())
-    from benchmarks.harness import write_section
-
     section = _section(results)
     write_section(Path(opts.out), TITLE, section)
     print("\n".join(section))

@@ -2,15 +2,17 @@
 per-row state small, every core (or a Dask cluster) working on the chunks.
 
 1. **Scan** each chunk of rows (jobs on the engine): tokenize it as training would (the fast tokenizer, batched),
-   save its token ids to a chunk file, and return its MinHash signatures (256 bytes a row) and its summed n-gram counts.
-2. **Near-copies** (this process): candidate pairs from the signatures' bands, then each confirmed by the exact Jaccard
-   similarity of the two rows' bigrams, read back from the chunk files for the candidate rows only.
+   save its token ids to a chunk file, and return its near-copy sketches (196 bytes a row: the 16 band keys of its MinHash
+   signature, bigram bit map, bigram count) and its summed n-gram counts.
+2. **Near-copies** (this process): candidate pairs from the sketches' bands, those the bit maps leave within reach
+   of the threshold confirmed by the exact Jaccard similarity of the two rows' bigrams, read back from the chunk files
+   (jobs on the engine) for those rows only.
 3. **Score** each chunk (jobs on the engine) with the reference fitted on the holdout and the pool's summed counts.
 4. **Cut and write**: the exact lowest fraction over the whole pool (every row's score, 4 bytes, comes back to this
    process, which sorts them once: the cut is global, never per chunk or per worker); the kept rows are written with
    the data's own columns by the ``datasets`` writer, which streams them in batches.
 
-Memory grows with the signatures (and goes once the near-copies are found) and the scores, not with the text: the text
+Memory grows with the sketches (and goes once the near-copies are found) and the scores, not with the text: the text
 stays in the memory-mapped Arrow file ``datasets`` keeps, and the tokens on disk. Every job is a pure function of its
 chunk, so one process, many, and a cluster keep exactly the same rows. The rows a cheap reference can rank this way
 are those of ``sift.reference.kind`` ``ngram`` and ``naive-bayes``; a reference that trains a model takes the
@@ -53,7 +55,7 @@ class Context:
     folder: str
     head: int | None = None
     tail: int | None = None
-    want_signatures: bool = True
+    want_sketches: bool = True
     want_counts: bool = True
 
 
@@ -63,7 +65,7 @@ class Scan:
 
     rows: np.ndarray  # the training rows of the pool in this chunk (source row numbers)
     labels: np.ndarray
-    signatures: np.ndarray | None
+    sketches: dd.Sketches | None
     counts: np.ndarray | None
     tokens: int
 
@@ -78,6 +80,7 @@ class CurateResult:
     keep: float
     dedup_similarity: float | None = None
     dedup_kept: int | None = None
+    dedup_search: dd.SearchCounts | None = None  # pairs that shared a band, were checked exactly, were near-copies
     reference_kind: str | None = None
     reference_cached: bool | None = None  # a trained reference read from the cache (the in-memory path)
     groups: dict[str, float] | None = None
@@ -104,11 +107,11 @@ def _column(train: Any, batch: Any, column: str, lo: int, hi: int) -> list:
 
 def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | None, np.ndarray]) -> Scan:
     """Pass 1 on one chunk (its pool rows' source numbers, texts, pair texts and labels, read by the driving process):
-    tokens saved, signatures and n-gram counts returned."""
+    tokens saved, near-copy sketches and n-gram counts returned."""
     k, rows, texts, pairs, labels = job
     tokens = from_texts(ctx.tokenizer, texts, ctx.max_length, pairs)
     tokens.save(_chunk_path(ctx.folder, k))
-    return Scan(rows=rows, labels=labels, signatures=dd.signatures(tokens) if ctx.want_signatures else None,
+    return Scan(rows=rows, labels=labels, sketches=dd.sketch(tokens) if ctx.want_sketches else None,
                 counts=pool_counts(strip_markers(tokens, ctx.head, ctx.tail)) if ctx.want_counts else None,
                 tokens=int(tokens.ids.size))
 
@@ -144,20 +147,31 @@ def score_chunk(ctx: Context, job: tuple[int, np.ndarray, Fitted]) -> np.ndarray
     return reference.score(strip_markers(Tokens.load(_chunk_path(ctx.folder, k)), ctx.head, ctx.tail), labels)
 
 
-def chunk_bigrams(ctx: Context, job: tuple[int, int, np.ndarray]) -> dict[int, np.ndarray]:
-    """The sorted bigram hashes of the candidate rows (pool positions) that chunk ``k`` holds."""
+def chunk_bigrams(ctx: Context, job: tuple[int, int, np.ndarray]) -> dd.Sets:
+    """The distinct bigram hashes of the rows within reach (pool positions) that chunk ``k`` holds."""
     k, first, rows = job
     return dd.bigram_sets(Tokens.load(_chunk_path(ctx.folder, k)), rows, first)
 
 
+@dataclass
+class Curated:
+    """What :func:`curate` chose: the training rows to keep (source row numbers, ascending), the seconds of each step,
+    how many pool rows there were, and, with a near-copy search, how many it kept and the pairs it looked at."""
+
+    rows: np.ndarray
+    phases: dict[str, float]
+    pool: int
+    dedup_kept: int | None = None
+    search: dd.SearchCounts | None = None
+
+
 def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: int | None, holdout: Any | None,
            column: str, tokenizer: Any, *, keep: float | None, similarity: float | None, engine: Engine,
-           on_phase: Any = None) -> tuple[np.ndarray, dict[str, float], int | None, int]:
-    """The training rows (source row numbers, ascending) to keep, the seconds of each step, how many rows the
-    near-copy search kept (None without one) and how many pool rows there were.
+           on_phase: Any = None) -> Curated:
+    """The rows to keep of the pool and what choosing them took.
 
     ``jobs``: each chunk's rows (:func:`read_chunks` from an Arrow table, ``siftcli.curate.stream.stream_chunks`` from
-    a stream), ``count`` of them and ``rows_hint`` pool rows where known (the signature table is then filled in place
+    a stream), ``count`` of them and ``rows_hint`` pool rows where known (the sketch table is then filled in place
     instead of joined at the end); ``holdout``: the holdout's rows (a ``datasets.Dataset``) when the recipe's reference
     ranks by one; ``column``: the text column."""
     phases: dict[str, float] = {}
@@ -168,55 +182,51 @@ def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: 
     folder = tempfile.mkdtemp(prefix="siftcli-curate-")
     try:
         ctx = Context(backend(tokenizer, recipe.max_length) or tokenizer, recipe.max_length, folder, head, tail,
-                      want_signatures=similarity is not None, want_counts=kind == "ngram")
+                      want_sketches=similarity is not None, want_counts=kind == "ngram")
         t0 = time.perf_counter()
         engine.share(ctx)
-        filled = np.empty((rows_hint, 64), dtype=np.uint32) if similarity is not None and rows_hint is not None else None
-        parts: list[np.ndarray] = []
+        filled = dd.Sketches.empty(rows_hint) if similarity is not None and rows_hint is not None else None
+        parts: list[dd.Sketches] = []
         total = np.zeros(BUCKETS) if kind == "ngram" else None
         scans: list[Scan] = []
         at = 0
         for scan in engine.map(scan_chunk, jobs, count):  # results in chunk order; each folded in and let go
-            if similarity is not None:
+            if scan.sketches is not None:
                 if filled is not None:
-                    filled[at:at + len(scan.rows)] = scan.signatures
+                    filled.put(at, scan.sketches)
                 else:
-                    parts.append(scan.signatures)
+                    parts.append(scan.sketches)
             if total is not None:
                 total += scan.counts
             at += len(scan.rows)
-            scan.signatures = scan.counts = None
+            scan.sketches = scan.counts = None
             scans.append(scan)
         n = at
-        sigs = None if similarity is None else filled[:n] if filled is not None else \
-            np.concatenate(parts) if parts else np.zeros((0, 64), dtype=np.uint32)
-        parts, filled = [], None  # sigs is now the only reference: dropping it frees the table
+        sketches = None if similarity is None else filled.head(n) if filled is not None else dd.Sketches.join(parts)
+        parts, filled = [], None  # sketches is now the only reference: dropping it frees the table
         phases["tokenize+sign"] = time.perf_counter() - t0
         if on_phase:
             on_phase("scanned", phases)
         firsts = np.cumsum([0] + [len(s.rows) for s in scans])
         rows = np.concatenate([s.rows for s in scans]) if scans else np.zeros(0, dtype=np.int64)
         chosen = np.arange(n)
-        dedup_kept = None
-        if sigs is not None:
+        out = Curated(rows, phases, n)
+        if sketches is not None:
             t0 = time.perf_counter()
-            pairs = dd.candidates(sigs, similarity)
-            sigs = None
-            wanted = distinct(pairs.ravel())
+            out.search = dd.SearchCounts()
+            pairs = dd.candidates(sketches, similarity, out.search)
+            sketches = None
 
-            def bigrams(_: np.ndarray) -> dict[int, np.ndarray]:
-                found: dict[int, np.ndarray] = {}
+            def bigrams(wanted: np.ndarray) -> dd.Sets:
                 per_chunk = [(k, int(firsts[k]), wanted[(wanted >= firsts[k]) & (wanted < firsts[k + 1])])
                              for k in range(len(scans))]
                 todo = [j for j in per_chunk if len(j[2])]
-                for part in engine.map(chunk_bigrams, todo, len(todo)):
-                    found.update(part)
-                return found
+                return dd.Sets.join(list(engine.map(chunk_bigrams, todo, len(todo))))
 
-            parent = dd.clusters(pairs, n, bigrams, similarity)
+            parent = dd.clusters(pairs, n, bigrams, similarity, out.search)
             chosen = np.flatnonzero(parent == np.arange(n))
             phases["near-copies"] = time.perf_counter() - t0
-            dedup_kept = len(chosen)
+            out.dedup_kept = len(chosen)
         if kind is not None:
             t0 = time.perf_counter()
             reference = _fit(kind, recipe, holdout, column, tokenizer, head, tail, scans, total)
@@ -224,7 +234,8 @@ def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: 
             scores = np.concatenate(list(engine.map(score_chunk, jobs3, len(jobs3)))) if scans else np.zeros(0, np.float32)
             chosen = chosen[lowest(scores[chosen], keep)]
             phases["reference"] = time.perf_counter() - t0
-        return rows[chosen], phases, dedup_kept, n
+        out.rows = rows[chosen]
+        return out
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -312,15 +323,16 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     n = int((~held).sum())
     jobs = read_chunks(splits.train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
     with engine:
-        kept, steps, dedup_kept, _ = curate(recipe, jobs, -(-len(splits.train) // CHUNK_ROWS), n, holdout,
-                                         splits.input_column, tokenizer, keep=keep, similarity=similarity, engine=engine)
-    phases.update(steps)
+        done = curate(recipe, jobs, -(-len(splits.train) // CHUNK_ROWS), n, holdout, splits.input_column, tokenizer,
+                      keep=keep, similarity=similarity, engine=engine)
+    kept = done.rows
+    phases.update(done.phases)
     t0 = time.perf_counter()
     output.parent.mkdir(parents=True, exist_ok=True)
     write(splits.train.select(kept.tolist()), output)
     phases["write"] = time.perf_counter() - t0
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n),
-                          dedup_similarity=similarity, dedup_kept=dedup_kept,
+                          dedup_similarity=similarity, dedup_kept=done.dedup_kept, dedup_search=done.search,
                           reference_kind=ref.kind if keep is not None else None, engine=engine.kind,
                           workers=engine.workers, phases=phases)
     if recipe.data.group_column:

@@ -155,18 +155,18 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
     phases = {"read": time.perf_counter() - t0}
     jobs = stream_chunks(open_stream(), column, d.text_pair_column, d.label_column, labels)
     with engine:
-        kept, steps, dedup_kept, n = curate(recipe, jobs, None, None, holdout, column, tokenizer, keep=keep,
-                                         similarity=similarity, engine=engine)
+        done = curate(recipe, jobs, None, None, holdout, column, tokenizer, keep=keep, similarity=similarity, engine=engine)
+    kept, n = done.rows, done.pool
     if n == 0:
         raise SiftcliError(f"data: the training data from {d.source!r} is empty")
-    phases.update(steps)
+    phases.update(done.phases)
     t0 = time.perf_counter()
     output.parent.mkdir(parents=True, exist_ok=True)
     groups = write_kept(open_stream(), kept, output, d.group_column)
     phases["write"] = time.perf_counter() - t0
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n), dedup_similarity=similarity,
-                          dedup_kept=dedup_kept, reference_kind=kind, engine=engine.kind, workers=engine.workers,
-                          phases=phases, source="stream")
+                          dedup_kept=done.dedup_kept, dedup_search=done.search, reference_kind=kind, engine=engine.kind,
+                          workers=engine.workers, phases=phases, source="stream")
     if d.group_column:
         result.groups = {g: c / max(1, len(kept)) for g, c in sorted(groups.items())}
     result.seconds = time.perf_counter() - started
