@@ -91,7 +91,7 @@ def test_the_bit_map_bound_never_drops_a_pair_at_the_threshold_and_the_exact_che
     assert np.array_equal(similarities(sets, pairs), exact)
     sk = sketch(tokens)
     for t in (0.3, 0.5, 0.7, 0.9, 1.0):
-        reach = within_reach(sk, pairs[:, 0] * n + pairs[:, 1], t)
+        reach = within_reach(sk, sk.spare(), pairs[:, 0] * n + pairs[:, 1], t)
         assert reach[exact >= t].all()
         assert (~reach[exact < t - 0.15]).mean() > 0.95  # and the bound is sharp: few pairs well below are left in
     assert (exact >= 0.7).sum() >= 50 and ((exact > 0.3) & (exact < 0.6)).sum() >= 100, np.histogram(exact, 10)

@@ -94,6 +94,10 @@ class Sketches:
         hi = at + len(part)
         self.bands[at:hi], self.bits[at:hi], self.sizes[at:hi] = part.bands, part.bits, part.sizes
 
+    def spare(self) -> np.ndarray:
+        """Each row's bigrams beyond its set bits (``int32``): what the bound adds for bits holding more than one."""
+        return (self.sizes - _popcount(self.bits)).astype(np.int32)
+
     def head(self, rows: int) -> Sketches:
         return Sketches(self.bands[:rows], self.bits[:rows], self.sizes[:rows])
 
@@ -149,10 +153,13 @@ def shingle_hashes(tokens: Tokens) -> tuple[np.ndarray, np.ndarray]:
     return hashes[order], owner[order]
 
 
-def _distinct_shingles(tokens: Tokens) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's distinct bigram hashes (``uint64``, ascending within a row) and their rows (``int64``, ascending):
-    one sort of ``row << 32 | hash`` codes."""
+def _distinct_shingles(tokens: Tokens, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's distinct bigram hashes (``uint64``, ascending within a row) and their rows (``int64``, ascending),
+    of every row or of ``rows`` only: one sort of ``row << 32 | hash`` codes."""
     hashes, owner = _shingles(tokens)
+    if rows is not None:
+        pick = np.isin(owner, rows)
+        hashes, owner = hashes[pick], owner[pick]
     code = distinct((owner.astype(np.uint64) << _U32) | hashes)
     return code & _LOW, (code >> _U32).astype(np.int64)
 
@@ -254,12 +261,12 @@ class SearchCounts:
     near_copies: int = 0
 
 
-def within_reach(sk: Sketches, code: np.ndarray, threshold: float, step: int = 1 << 18) -> np.ndarray:
+def within_reach(sk: Sketches, spare: np.ndarray, code: np.ndarray, threshold: float, step: int = 1 << 18) -> np.ndarray:
     """Whether each pair (coded ``lower * rows + higher``) may reach ``threshold``: the bit maps' upper bound on its
-    Jaccard similarity (see :class:`Sketches`). Exact-safe: a pair this rejects is below the threshold (the bound is
-    computed with the same float division as the exact similarity, which is monotone), so no near-copy is lost to it."""
+    Jaccard similarity (see :class:`Sketches`; ``spare``: :meth:`Sketches.spare`, computed once per search).
+    Exact-safe: a pair this rejects is below the threshold (the bound is computed with the same float division as the
+    exact similarity, which is monotone), so no near-copy is lost to it."""
     out = np.empty(len(code), dtype=bool)
-    spare = (sk.sizes - _popcount(sk.bits)).astype(np.int32)
     for i in range(0, len(code), step):
         a, b = np.divmod(code[i:i + step], len(sk))
         size_a, size_b = sk.sizes[a], sk.sizes[b]
@@ -295,6 +302,7 @@ def candidates(sk: Sketches, threshold: float = DEFAULT_SIMILARITY, counts: Sear
     counts.rows = n
     shift = np.uint64(max(1, (n - 1).bit_length()))
     row_ids = np.arange(n, dtype=np.uint64)
+    spare = sk.spare()
     kept: list[np.ndarray] = []
     batch: list[np.ndarray] = []
     held = 0
@@ -307,7 +315,7 @@ def candidates(sk: Sketches, threshold: float = DEFAULT_SIMILARITY, counts: Sear
             code.sort()  # in place: distinct without a second copy of the batch
             code = code[np.r_[True, code[1:] != code[:-1]]]
             counts.band_pairs += len(code)
-            kept.append(code[within_reach(sk, code, threshold)])
+            kept.append(code[within_reach(sk, spare, code, threshold)])
         batch, held = [], 0
 
     for band in range(_BANDS):
@@ -384,14 +392,10 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> float:
 def bigram_sets(tokens: Tokens, rows: np.ndarray, first: int = 0) -> Sets:
     """The distinct bigram hashes of ``rows`` (numbered from ``first``, the chunk's first row) in ``tokens``: one sort
     of (row, hash) codes for all of them; a row with no tokens holds the empty set."""
-    hashes, owner = _shingles(tokens)
     wanted = distinct(rows[(rows >= first) & (rows < first + len(tokens))] - first)
-    pick = np.isin(owner, wanted)
-    code = distinct((owner[pick].astype(np.uint64) << _U32) | hashes[pick])
-    sizes = np.bincount((code >> _U32).astype(np.int64), minlength=len(tokens))[wanted] if wanted.size else \
-        np.zeros(0, dtype=np.int64)
-    return Sets(wanted.astype(np.int64) + first, np.r_[0, np.cumsum(sizes)].astype(np.int64),
-                (code & _LOW).astype(np.uint32))
+    hashes, owner = _distinct_shingles(tokens, wanted)
+    sizes = np.bincount(owner, minlength=len(tokens))[wanted]
+    return Sets(wanted.astype(np.int64) + first, np.r_[0, np.cumsum(sizes)].astype(np.int64), hashes.astype(np.uint32))
 
 
 def check_threshold(threshold: float) -> None:
