@@ -16,9 +16,10 @@ the sketches were computed in one process, many, or on a cluster (they are a pur
 
 Why the bound: rows that share a long part (a sentence, boilerplate) share bands by chance and are similar, but not
 near-copies. Measured on a million rows of two SST-2 sentences each (every sentence in about 57 rows), 11.8 million
-pairs shared a band, 6.4 million of them had MinHash agreement above the old prefilter's 0.45 and each took an exact
-check (78 s and 2.1 GB of bigram sets in Python); the bit maps leave 0.27 million to check, of which 0.20 million are
-near-copies (``python -m benchmarks curation --pools shared``).
+pairs shared a band and 6.4 million of them had MinHash agreement above the old prefilter's 0.45 (counted with that
+version's ``candidates``), each then checked exactly by a Python call: the near-copy search took 82 s and the driver
+1,987 MB; the bit maps leave 0.27 million to check, of which 0.20 million are near-copies, in 8.8 s and 993 MB
+(``python -m benchmarks curation --pools shared --previous cae140d``, docs/curation.md).
 
 Split for streaming: :func:`sketch` per chunk of rows, then :func:`candidates` over every row's sketch (sorting 16
 band keys), then :func:`clusters`, which reads back the bigrams of the rows of the pairs within reach only (a function
