@@ -9,7 +9,6 @@ every training log (``log_history``, the metrics, each ``report_to`` tracker) as
 
 from __future__ import annotations
 
-import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,11 @@ from transformers import Trainer
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 from siftcli.runio import atomic_torch_save
+from siftcli.sift.arguments import raw_batches
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss, hf_loss
 from siftcli.sift.sifter import SiftConfig
 
-logger = logging.getLogger(__name__)
 
 
 def run_epochs(args: Any, raw_batches: int, keep_fraction: float) -> float:
@@ -48,6 +47,12 @@ class SiftingTrainer(Trainer):
 
     def __init__(self, *args: Any, sift_config: SiftConfig | None = None, sift_loss: PerSampleLoss | None = None,
                  pad_token_id: int | None = None, **kwargs: Any) -> None:
+        if sift_config is not None and not isinstance(sift_config, SiftConfig):
+            raise TypeError(f"SiftingTrainer: sift_config must be a SiftConfig, got {type(sift_config).__name__}"
+                            + (": write sift_config=SiftConfig(**settings)" if isinstance(sift_config, dict) else ""))
+        if sift_loss is not None and not callable(sift_loss):
+            raise TypeError(f"SiftingTrainer: sift_loss must be a callable (model, batch) -> Tensor[batch], got "
+                            f"{type(sift_loss).__name__} (see siftcli.sift.losses)")
         super().__init__(*args, **kwargs)
         self.sift_config = sift_config or SiftConfig()
         self.sift_loss = sift_loss or hf_loss
@@ -61,7 +66,7 @@ class SiftingTrainer(Trainer):
         pad = {"input_ids": self.pad_token_id} if self.pad_token_id is not None else None
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
                                                 batch_size=self._train_batch_size, pad_values=pad,
-                                                epochs=run_epochs(self.args, len(base), self.sift_config.target_keep_fraction),
+                                                epochs=run_epochs(self.args, raw_batches(base), self.sift_config.target_keep_fraction),
                                                 exact_len=True)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
         if saved and os.path.exists(saved):  # saved after an epoch's last step, the loader starts the next itself
@@ -73,15 +78,18 @@ class SiftingTrainer(Trainer):
 
     def train(self, resume_from_checkpoint: str | bool | None = None, *args: Any, **kwargs: Any) -> Any:
         """As ``Trainer.train``; resuming restores the sifting loader's state from the checkpoint (a checkpoint without
-        it, written by a plain ``Trainer``, restarts the interrupted epoch from its beginning, with a warning)."""
+        it, written by a plain ``Trainer``, is refused unless ``ignore_data_skip``: then the interrupted epoch starts again)."""
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
         self._sift_resume = resume_from_checkpoint or None
         skip = self.args.ignore_data_skip
         if self._sift_resume:
-            if not os.path.exists(self._sift_state_path(self._sift_resume)):
-                logger.warning("%s holds no sifting state: the interrupted epoch starts again from its beginning",
-                               self._sift_resume)
+            if not os.path.exists(self._sift_state_path(self._sift_resume)) and not skip:
+                raise ValueError(f"resume_from_checkpoint: {self._sift_resume} holds no "
+                                 f"{os.path.basename(self._sift_state_path(self._sift_resume))} (a plain Trainer, or another "
+                                 "number of processes, wrote it), so the sifting loader cannot continue the interrupted "
+                                 "epoch; set TrainingArguments(ignore_data_skip=True) to start that epoch again from its "
+                                 "beginning with a fresh sifting state")
             self.args.ignore_data_skip = True  # the loader resumes mid-epoch itself; skipping batches too would lose them
         try:
             return super().train(resume_from_checkpoint, *args, **kwargs)

@@ -3,6 +3,7 @@ is named at construction rather than surfacing as an ``AttributeError`` deep ins
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping
 from typing import Any
@@ -12,10 +13,22 @@ import torch
 from siftcli.sift.sifter import SiftConfig
 
 
-def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batch_size: Any) -> None:
-    """Each of ``SiftingDataLoader``'s first arguments is of the kind it must be."""
+def raw_batches(dataloader: Any) -> int:
+    """``len(dataloader)``, or a ``TypeError`` saying why a loader without one cannot be sifted."""
+    try:
+        return len(dataloader)
+    except TypeError:
+        raise TypeError(f"dataloader: this {type(dataloader).__name__} has no len() (a DataLoader over an IterableDataset "
+                        "without __len__): the sifting loader packs and schedules by the raw batches of an epoch; give the "
+                        "dataset a __len__ (rows per epoch on this rank) or wrap a map-style dataset") from None
+
+
+def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batch_size: Any, *, epochs: Any = None,
+                    exact_len: Any = False) -> None:
+    """Each of ``SiftingDataLoader``'s arguments is of the kind it must be."""
     if not hasattr(dataloader, "__iter__") or isinstance(dataloader, (str, bytes, Mapping)):
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
+    raw_batches(dataloader)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
     if not callable(loss_fn):
@@ -26,3 +39,28 @@ def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batc
                         + (": write SiftConfig(**settings)" if isinstance(config, Mapping) else ""))
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive whole number, got {batch_size!r}")
+    if not isinstance(exact_len, bool):
+        raise TypeError(f"exact_len must be True or False, got {exact_len!r}")
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Real)
+                               or not math.isfinite(epochs) or epochs <= 0):
+        raise ValueError(f"epochs must be the run's length in epochs, a finite number above 0 (or None), got {epochs!r}")
+
+
+#: What every saved loader state holds (:meth:`SiftingDataLoader.state_dict`).
+STATE_KEYS = ("config", "sifter", "epoch", "raw_in_epoch", "inflight", "memory", "stats")
+
+
+def check_state(state: Any, batch_size: int) -> None:
+    """A state for ``load_state_dict`` is a mapping a ``state_dict()`` made, of a loader yielding the same batch size:
+    a malformed one is named here, not met as a ``KeyError`` halfway through restoring it."""
+    if not isinstance(state, Mapping):
+        raise TypeError(f"state must be the dict SiftingDataLoader.state_dict() returned, got {type(state).__name__}")
+    missing = [k for k in STATE_KEYS if k not in state]
+    if missing:
+        raise ValueError(f"state is not a SiftingDataLoader.state_dict(): it lacks {', '.join(map(repr, missing))}")
+    if not isinstance(state["config"], Mapping):
+        raise ValueError(f"state['config'] must be the sifting config as a dict, got {type(state['config']).__name__}")
+    saved = state.get("batch_size")
+    if saved is not None and saved != batch_size:
+        raise ValueError(f"the saved loader state yields batches of {saved}, this loader of {batch_size}: its packed and "
+                         f"waiting rows would be cut differently; resume with batch_size={saved}")

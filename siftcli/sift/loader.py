@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from siftcli.sift import batching
-from siftcli.sift.arguments import check_arguments
+from siftcli.sift.arguments import check_arguments, check_state
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
@@ -87,7 +87,7 @@ class SiftingDataLoader:
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
                  exact_len: bool = False) -> None:
-        check_arguments(dataloader, model, loss_fn, config, batch_size)
+        check_arguments(dataloader, model, loss_fn, config, batch_size, epochs=epochs, exact_len=exact_len)
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
@@ -127,6 +127,7 @@ class SiftingDataLoader:
         self._raw_in_epoch = 0
         self._resume_mid_epoch = False
         self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
+        self._passes = 0  # passes started: an older one resumed after a newer started is refused
         self._on_batch: list[BatchHook] = []
         # on a GPU a scored raw batch is decided when the next one's forward is queued: the host never waits for scores
         self.overlap = self.device.type in OVERLAP_DEVICES
@@ -196,6 +197,18 @@ class SiftingDataLoader:
         return self.sifter.keeps_all
 
     def __iter__(self) -> Iterator[Any]:
+        """One pass (an epoch, or the rest of a resumed one). A newer pass overtakes this one: resuming the older after
+        the newer started raises, since both would draw from one sifting state (history, position, packed rows)."""
+        self._passes += 1
+        mine = self._passes
+        for batch in self._pass():
+            yield batch
+            if self._passes != mine:
+                raise RuntimeError("this pass over the SiftingDataLoader was overtaken by a newer iter() over it; one loader "
+                                   "has one sifting state, so two live passes would interleave their batches: finish (or "
+                                   "drop) one pass before starting the next, or wrap a second loader for a second stream")
+
+    def _pass(self) -> Iterator[Any]:
         if self._active and not self._resume_mid_epoch:
             self._close_epoch()  # the caller stopped the last pass early (the HF Trainer stops after len() batches)
         self._active = True
@@ -385,6 +398,7 @@ class SiftingDataLoader:
         """Everything needed to continue mid-epoch with the same decisions."""
         return {
             "config": self.config.to_dict(),
+            "batch_size": self.batch_size,
             "sifter": self.sifter.state_dict(),
             "epoch": self.epoch,
             "raw_in_epoch": self._raw_in_epoch,
@@ -400,7 +414,15 @@ class SiftingDataLoader:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict`; a saved state of a different sifting config is refused, naming the key."""
+        """Restore a :meth:`state_dict`; a saved state of a different sifting config or batch size is refused, naming
+        the key."""
+        check_state(state, self.batch_size)
+        try:
+            self._load(state)
+        except (KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise ValueError(f"state is not a whole SiftingDataLoader.state_dict() ({type(exc).__name__}: {exc})") from None
+
+    def _load(self, state: Mapping[str, Any]) -> None:
         mine = self.config.to_dict()
         for key, value in state["config"].items():
             if key in mine and mine[key] != value:

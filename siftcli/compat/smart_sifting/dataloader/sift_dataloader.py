@@ -80,6 +80,19 @@ class SiftingDataloader(SiftingDataLoader):
         if isinstance(batch_transforms, torch.nn.Module) or isinstance(loss_impl, torch.nn.Module):
             raise TypeError("SiftingDataloader: a model was passed where batch_transforms or loss_impl goes; the documented "
                             "order is (sift_config, orig_dataloader, batch_transforms, loss_impl, model): pass model= by name")
+        if isinstance(loss_impl, type) or isinstance(batch_transforms, type):
+            which = "loss_impl" if isinstance(loss_impl, type) else "batch_transforms"
+            got = loss_impl if which == "loss_impl" else batch_transforms
+            raise TypeError(f"SiftingDataloader: {which}={got.__name__} is a class; pass an instance: {which}={got.__name__}()")
+        if batch_transforms is not None and not all(callable(getattr(batch_transforms, m, None))
+                                                    for m in ("transform", "reverse_transform")):
+            raise TypeError(f"SiftingDataloader: batch_transforms must be a SiftingBatchTransform (with transform and "
+                            f"reverse_transform methods), got {type(batch_transforms).__name__}")
+        if not isinstance(sift_config, (RelativeProbabilisticSiftConfig, dict)):
+            raise TypeError(f"SiftingDataloader: sift_config must be a RelativeProbabilisticSiftConfig (or a dict of its "
+                            f"fields), got {type(sift_config).__name__} {sift_config!r:.40}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"SiftingDataloader: seed must be a whole number, got {seed!r:.40}")
         if loss_impl is None or not callable(getattr(loss_impl, "loss", None)):
             raise TypeError("SiftingDataloader: loss_impl= is required: an instance of a Loss subclass whose loss(model, "
                             "transformed_batch, original_batch) returns one loss per sample")

@@ -1,0 +1,137 @@
+"""The library's misuse named at the call that made it: construction, ``load_state_dict``, a second live pass
+(docs/errors.md, "The library")."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+
+from siftcli.compat.smart_sifting import Loss as SiftLoss
+from siftcli.compat.smart_sifting import RelativeProbabilisticSiftConfig, SiftingDataloader
+from siftcli.sift import SiftConfig
+from siftcli.sift.loader import SiftingDataLoader
+
+
+def _rows(n: int = 64) -> TensorDataset:
+    x = torch.randn(n, 4, generator=torch.Generator().manual_seed(0))
+    return TensorDataset(x, (x[:, 0] > 0).long())
+
+
+def _loss(model: torch.nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(model(batch[0]), batch[1], reduction="none")
+
+
+def _sifting(batch_size: int = 8, **kwargs) -> SiftingDataLoader:
+    config = SiftConfig(beta=1.0, loss_history_length=16, sift_delay=1, scoring="fresh")
+    return SiftingDataLoader(DataLoader(_rows(), batch_size=batch_size), torch.nn.Linear(4, 2), _loss, config, **kwargs)
+
+
+class _Stream(IterableDataset):
+    def __iter__(self):  # noqa: ANN204
+        yield from _rows()
+
+
+@pytest.mark.parametrize("kwargs,error,expected", [
+    ({"exact_len": "no"}, TypeError, "exact_len must be True or False, got 'no'"),
+    ({"epochs": 0}, ValueError, "epochs must be the run's length in epochs, a finite number above 0"),
+    ({"epochs": float("nan")}, ValueError, "got nan"),
+    ({"epochs": "3"}, ValueError, "got '3'"),
+])
+def test_construction_names_the_argument(kwargs: dict, error: type, expected: str) -> None:
+    with pytest.raises(error, match=expected):
+        _sifting(**kwargs)
+
+
+def test_a_loader_without_a_length_is_refused_naming_the_fix() -> None:
+    with pytest.raises(TypeError, match=r"has no len\(\) \(a DataLoader over an IterableDataset.*give the dataset a __len__"):
+        SiftingDataLoader(DataLoader(_Stream(), batch_size=8), torch.nn.Linear(4, 2), _loss)
+
+
+def test_a_second_live_pass_is_refused_where_the_first_is_resumed() -> None:
+    loader = _sifting()
+    first = iter(loader)
+    next(first)
+    second = iter(loader)
+    assert next(second) is not None  # the newer pass runs (a loop that abandoned the first, as the HF Trainer does)
+    with pytest.raises(RuntimeError, match="overtaken by a newer iter"):
+        next(first)
+    assert len(list(second)) > 0  # and the newer pass goes on undisturbed
+
+
+@pytest.mark.parametrize("state,error,expected", [
+    (None, TypeError, "state must be the dict SiftingDataLoader.state_dict\\(\\) returned, got NoneType"),
+    ({}, ValueError, "it lacks 'config', 'sifter'"),
+    ("whole", ValueError, "not a whole SiftingDataLoader.state_dict\\(\\) \\(TypeError"),
+])
+def test_a_malformed_state_is_named(state: object, error: type, expected: str) -> None:
+    if state == "whole":
+        saved = _sifting()
+        next(iter(saved))
+        state = {**saved.state_dict(), "sifter": 5}
+    with pytest.raises(error, match=expected):
+        _sifting().load_state_dict(state)
+
+
+def test_a_state_of_another_batch_size_is_refused() -> None:
+    saved = _sifting(batch_size=8)
+    next(iter(saved))
+    with pytest.raises(ValueError, match="yields batches of 8, this loader of 16.*resume with batch_size=8"):
+        _sifting(batch_size=16).load_state_dict(saved.state_dict())
+
+
+class _CE(SiftLoss):
+    def loss(self, model, transformed_batch, original_batch=None):  # noqa: ANN001, ANN201
+        return _loss(model, transformed_batch)
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"sift_config": "beta=1"}, "sift_config must be a RelativeProbabilisticSiftConfig .* got str 'beta=1'"),
+    ({"batch_transforms": lambda b: b}, "batch_transforms must be a SiftingBatchTransform .* got function"),
+    ({"loss_impl": _CE}, r"loss_impl=_CE is a class; pass an instance: loss_impl=_CE\(\)"),
+    ({"seed": "abc"}, "seed must be a whole number, got 'abc'"),
+])
+def test_the_compat_loader_names_its_argument(change: dict, expected: str) -> None:
+    args = {"sift_config": RelativeProbabilisticSiftConfig(beta_value=1, loss_history_length=16),
+            "orig_dataloader": DataLoader(_rows(), batch_size=8), "loss_impl": _CE(), "model": torch.nn.Linear(4, 2), **change}
+    with pytest.raises(TypeError, match=expected):
+        SiftingDataloader(**args)
+
+
+def _trainer(tmp_path: Path, out: str, **kwargs):  # noqa: ANN202
+    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=16, num_labels=2))
+    g = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(1, 50, (8,), generator=g), "labels": int(i % 2)} for i in range(32)]
+    args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=8, num_train_epochs=1, report_to=[],
+                             save_strategy="steps", save_steps=2, use_cpu=True, disable_tqdm=True, seed=0,
+                             **kwargs.pop("args", {}))
+    return SiftingTrainer(model=model, args=args, train_dataset=rows, **kwargs)
+
+
+def test_the_trainer_refuses_a_settings_dict_and_a_loss_that_is_not_callable(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match=r"sift_config must be a SiftConfig, got dict: write sift_config=SiftConfig\(\*\*settings\)"):
+        _trainer(tmp_path, "a", sift_config={"beta": 1.0})
+    with pytest.raises(TypeError, match="sift_loss must be a callable"):
+        _trainer(tmp_path, "b", sift_loss="cross_entropy")
+
+
+def test_a_trainer_checkpoint_without_the_loaders_state_is_refused_unless_the_epoch_may_start_again(tmp_path: Path) -> None:
+    whole = _trainer(tmp_path, "whole", sift_config=SiftConfig(beta=1.0, sift_delay=1))
+    whole.train()
+    checkpoint = tmp_path / "whole" / "checkpoint-2"
+    (checkpoint / "sifting_loader_rank0.pt").unlink()  # as a plain Trainer would have written it
+    with pytest.raises(ValueError, match=r"holds no sifting_loader_rank0.pt .*ignore_data_skip=True"):
+        _trainer(tmp_path, "again", sift_config=SiftConfig(beta=1.0, sift_delay=1)).train(resume_from_checkpoint=str(checkpoint))
+    fresh = _trainer(tmp_path, "fresh", sift_config=SiftConfig(beta=1.0, sift_delay=1), args={"ignore_data_skip": True})
+    fresh.train(resume_from_checkpoint=str(checkpoint))
+    assert fresh.state.global_step == whole.state.global_step and fresh.args.ignore_data_skip is True
+    shutil.rmtree(tmp_path / "whole")
