@@ -79,7 +79,19 @@ RECIPE_CASES = [
     ({"model.config_overrides": {**TINY_BERT, "vocab_size": 100}}, "the tokenizer has 30522 tokens but the model's vocab_size is 100"),
     ({"loss": "json:dumps"}, "loss: 'json:dumps' cannot be called as (model, batch)"),
     ({"data.eval_fraction": 0.999}, "data.eval_fraction 0.999: holding out that much"),
+    ({"epochs": 1e308}, "key 'epochs': Input should be less than or equal to 1000000"),
+    ({"sift.loss_history_length": 10**15}, "key 'sift.loss_history_length': Input should be less than or equal to 10000000"),
+    ({"model.config_overrides": {**TINY_BERT, "hidden_size": "16"}},
+     "model.config_overrides.hidden_size: expected a whole number (the config's default is 768), got str '16'"),
+    ({"model.config_overrides": {**TINY_BERT, "hidden_size": 1_000_000, "num_attention_heads": 1}},
+     "model.config_overrides: the model would have 5,030,666,000,034 parameters"),
+    ({"loss": "tests.test_errors:mapping_loss"}, "loss: tests.test_errors:mapping_loss returned dict for a batch of 2 samples"),
 ]
+
+
+def mapping_loss(model, batch):  # noqa: ANN001, ANN201
+    """A loss written to return a mapping (as a model's output is): refused before the run folder exists."""
+    return {"loss": model(**{k: v for k, v in batch.items() if k != "labels"}).logits.sum(-1)}
 
 
 @pytest.mark.parametrize("changes,expected", RECIPE_CASES, ids=[c[1][:40] for c in RECIPE_CASES])

@@ -24,7 +24,6 @@ from siftcli.sift.losses import PerSampleLoss, hf_loss
 from siftcli.sift.sifter import SiftConfig
 
 
-
 def run_epochs(args: Any, raw_batches: int, keep_fraction: float) -> float:
     """The run's length in epochs as the Trainer will plan it from ``args`` (``max_steps`` wins over
     ``num_train_epochs``; ``keep_fraction`` of ``raw_batches`` per epoch), for the loader's exact epoch length."""

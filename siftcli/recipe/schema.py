@@ -126,10 +126,10 @@ class OptimSpec(_Strict):
 class EvalSpec(_Strict):
     """Evaluation cadence; evaluation time is kept off the training clock."""
 
-    every_steps: int | None = Field(default=None, ge=1)
+    every_steps: int | None = Field(default=None, ge=1, le=10**12)
     every_seconds: float | None = Field(default=None, gt=0)
     per_epoch: bool = True
-    batch_size: int = Field(default=128, ge=1)
+    batch_size: int = Field(default=128, ge=1, le=1_000_000)
     target_drop: float = Field(default=0.5, ge=0, description="time-to-accuracy target: baseline final minus this many points")
 
 
@@ -162,7 +162,7 @@ class ReferenceSpec(_Strict):
     holdout_source: str | None = Field(default=None, description="holdout: a data file with the training data's columns")
     holdout_fraction: float | None = Field(default=None, gt=0, lt=1, description="holdout: this fraction of the training data")
     model: str | None = Field(default=None, description="model: the scoring model (folder, hub id, run folder, builtin:minilm)")
-    epochs: float = Field(default=1.0, gt=0, description="epochs of its training (short: it must not memorise noise)")
+    epochs: float = Field(default=1.0, gt=0, le=1_000, description="epochs of its training (short: it must not memorise noise)")
     lr: float | None = Field(default=None, gt=0, description="default: optim.lr")
     config_overrides: dict[str, Any] = Field(default_factory=dict, description="a smaller reference, for config: models")
     cache: bool = Field(default=True, description="keep its losses on disk (SIFTCLI_CACHE, default ~/.cache/siftcli) for reuse")
@@ -196,7 +196,7 @@ class SiftSpec(_Strict):
 
     enabled: bool = True
     beta: float = Field(default=1.0, gt=0)
-    loss_history_length: int = Field(default=500, ge=1)
+    loss_history_length: int = Field(default=500, ge=1, le=10_000_000)
     sift_delay: int | Literal["auto"] = Field(
         default=0, description="raw batches trained in full first, or auto: start when the loss spread says selection pays")
     sift_delay_fraction: float | None = Field(default=None, ge=0, lt=1)
@@ -210,7 +210,7 @@ class SiftSpec(_Strict):
     anneal_fraction: float = Field(default=0.0, ge=0, lt=1, description="the last fraction of the run keeps everything")
     scoring: Literal["fresh", "memory"] = Field(
         default="memory", description="memory (default, measured in docs/tuning.md): remembered losses decide without a forward")
-    memory_max_age: int | None = Field(default=1, ge=0, description="memory: rescore losses older than this many epochs (null: never)")
+    memory_max_age: int | None = Field(default=1, ge=0, le=1_000_000, description="memory: rescore losses older than this many epochs (null: never)")
     memory_refresh: Literal["score", "train"] = Field(
         default="score", description="memory: renew a stale loss by a scoring forward (score) or by training the sample (train: "
                                      "no scoring forward, one source of scores)")
@@ -245,8 +245,8 @@ class DistillSpec(_Strict):
     cache: bool | None = Field(default=None, description="keep the teacher's outputs by sample: one teacher forward per "
                                                          "sample, not per sample per epoch; default: on where exact (the "
                                                          "inputs do not change between epochs: no data.augment)")
-    cache_top_k: int | None = Field(default=None, ge=1, description="cache the top k outputs and the remaining mass (large outputs)")
-    cache_memory_mb: float = Field(default=1024, gt=0, description="above this the cache lives in a file in the run folder")
+    cache_top_k: int | None = Field(default=None, ge=1, le=1_000_000, description="cache the top k outputs and the remaining mass (large outputs)")
+    cache_memory_mb: float = Field(default=1024, gt=0, le=10_000_000, description="above this the cache lives in a file in the run folder")
     teacher_fraction: float | None = Field(default=None, gt=0, le=1, description=(
         "run the teacher on this fraction of each trained batch only, chosen by the student's own uncertainty "
         "(teacher_score) from its training forward, at no extra cost; the other samples train on their labels alone. "
@@ -269,10 +269,10 @@ class Recipe(_Strict):
     data: DataSpec = Field(default_factory=DataSpec)
     loss: str = "auto"
     metric: str = Field(default="auto", description="auto: the task's metric (siftcli.tasks)")
-    max_length: int = Field(default=128, ge=1)
-    batch_size: int = Field(default=32, ge=1)
-    epochs: float = Field(default=3, gt=0)
-    max_steps: int | None = Field(default=None, ge=1, description="end (fully decayed) at this optimizer step")
+    max_length: int = Field(default=128, ge=1, le=1_000_000)
+    batch_size: int = Field(default=32, ge=1, le=1_000_000)
+    epochs: float = Field(default=3, gt=0, le=1_000_000)
+    max_steps: int | None = Field(default=None, ge=1, le=10**12, description="end (fully decayed) at this optimizer step")
     max_seconds: float | None = Field(default=None, gt=0, le=1e9,
                                       description="end (fully decayed) when the training clock reaches this many seconds")
     clock_warmup_steps: int | None = Field(default=None, ge=0, le=1000, description=(
@@ -291,9 +291,9 @@ class Recipe(_Strict):
         default="default", description="torch.compile's mode for the training forward (reduce-overhead: CUDA graphs)")
     pad_to_multiple_of: int | None = Field(
         default=None, ge=1, description="pad sequence lengths up to a multiple of this (default 16 with compile: true, else none)")
-    num_workers: int = Field(default=0, ge=0)
-    checkpoint_every_steps: int | None = Field(default=None, ge=1)
-    log_every_steps: int = Field(default=10, ge=1)
+    num_workers: int = Field(default=0, ge=0, le=256)
+    checkpoint_every_steps: int | None = Field(default=None, ge=1, le=10**12)
+    log_every_steps: int = Field(default=10, ge=1, le=10**12)
     report_to: list[Literal["tensorboard", "mlflow", "wandb", "trackio"]] = Field(
         default_factory=list, description="experiment trackers each run also logs to (optional extras; 'all', 'none')")
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from siftcli import parallel
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 from siftcli.recipe.schema import IMAGE_AUGMENTS, Recipe
 from siftcli.sift.losses import HFLoss, PerSampleLoss
 from siftcli.sift.sifter import UNCERTAINTY
@@ -86,6 +86,25 @@ def import_loss(spec: str) -> PerSampleLoss:
     except ValueError:  # no signature to inspect (some builtins): find out when it runs
         pass
     return fn
+
+
+def try_loss(spec: str, loss_fn: PerSampleLoss, model: torch.nn.Module, batch: Any) -> None:
+    """A user's loss called once on two training samples (without gradients, the model in eval mode and put back), so a
+    loss whose signature binds but which fails inside, or returns something else than one loss per sample, is one line
+    before any run folder exists (``validate``, ``train``, every arm)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = loss_fn(model, batch)
+    except Exception as exc:
+        first = first_line(exc, 160, empty="")
+        raise SiftcliError(f"loss: {spec} raised {exc.__class__.__name__} on a batch of 2 training samples: {first}") from None
+    finally:
+        model.train(was_training)
+    if not isinstance(out, torch.Tensor) or out.numel() != 2:
+        got = f"a tensor of {out.numel()} values" if isinstance(out, torch.Tensor) else type(out).__name__
+        raise SiftcliError(f"loss: {spec} returned {got} for a batch of 2 samples; expected Tensor[n], one loss per sample")
 
 
 def splits_from_recipe(recipe: Recipe) -> Any:
@@ -175,6 +194,8 @@ def build_workload(recipe: Recipe) -> Workload:
     if TASKS[recipe.task].labels == "tokens" and getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = pad_values.get("input_ids", 0)
     loss_fn = import_loss(recipe.loss) if ":" in recipe.loss else HFLoss(TASKS[recipe.task].loss_kind(recipe.loss))
+    if ":" in recipe.loss:
+        try_loss(recipe.loss, loss_fn, model, collate(train_rows[:2]))
     teacher = None
     if recipe.distill is not None:
 

@@ -104,14 +104,21 @@ def build_model(
     if source.startswith("config:"):
         model_type = source.split(":", 1)[1]
         try:
+            check_override_types(AutoConfig.for_model(model_type), config_overrides or {})
             config = AutoConfig.for_model(model_type, **extra)
+            check_fits_memory(auto, config)
             return auto.from_config(config)
-        except (ValueError, TypeError, KeyError) as exc:  # e.g. hidden_size not a multiple of the heads
+        except SiftcliError:
+            raise
+        except Exception as exc:  # e.g. hidden_size not a multiple of the heads (ValueError, or the hub's own error)
             raise SiftcliError(f"model.source: cannot build config {model_type!r}: {str(exc).strip().splitlines()[0][:200]}") from None
     path = resolve_source(source)
     try:
+        if config_overrides:
+            check_override_types(AutoConfig.from_pretrained(path, revision=revision), config_overrides)
         config = AutoConfig.from_pretrained(path, revision=revision, **extra)
         if from_scratch:
+            check_fits_memory(auto, config)
             return auto.from_config(config)
         return auto.from_pretrained(path, config=config, revision=revision)
     except SiftcliError:
@@ -124,3 +131,59 @@ def build_model(
             raise SiftcliError(f"model.source: folder {source!r} cannot be loaded ({first}); "
                                "expected a model saved with save_pretrained (config.json and weights)") from None
         raise _hub_error("model", source, exc, "model.source") from None
+
+
+def check_override_types(base: Any, overrides: dict[str, Any]) -> None:
+    """Each ``model.config_overrides`` value of the kind the config's own default is (a whole number where it holds
+    one), so a quoted ``"16"`` is named here rather than in a page of the config class's validation."""
+    for key, value in overrides.items():
+        default = getattr(base, key, None)
+        if isinstance(default, bool) or default is None:
+            want, ok = ("true or false", isinstance(value, bool)) if isinstance(default, bool) else ("", True)
+        elif isinstance(default, int):
+            want, ok = "a whole number", isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            want, ok = "a number", isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif isinstance(default, str):
+            want, ok = "text", isinstance(value, str)
+        else:
+            continue
+        if not ok:
+            raise SiftcliError(f"model.config_overrides.{key}: expected {want} (the config's default is {default!r}), "
+                               f"got {type(value).__name__} {value!r:.40}")
+
+
+def available_memory() -> int | None:
+    """Bytes this process may still allocate: the machine's available memory, or less under an address-space limit
+    (``ulimit -v``); None where neither can be read."""
+    import resource
+
+    limits = []
+    try:
+        with open("/proc/meminfo") as f:
+            limits += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except OSError:
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        try:
+            with open("/proc/self/status") as f:
+                used = next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:")), 0)
+        except OSError:
+            used = 0
+        limits.append(max(0, soft - used))
+    return min(limits) if limits else None
+
+
+def check_fits_memory(auto: Any, config: Any) -> None:
+    """A model built from a config is counted first on the ``meta`` device (no memory): one whose fp32 weights alone
+    exceed the memory left is refused in one line instead of failing in the allocator."""
+    import torch
+
+    with torch.device("meta"):
+        params = sum(p.numel() for p in auto.from_config(config).parameters())
+    free = available_memory()
+    if free is not None and 4 * params > free:
+        raise SiftcliError(f"model.config_overrides: the model would have {params:,} parameters, {4 * params / 2**30:.1f} "
+                           f"GiB of fp32 weights (training needs 4x that), more than the {free / 2**30:.1f} GiB this "
+                           "process can allocate; make it smaller")
