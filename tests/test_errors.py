@@ -321,6 +321,45 @@ def test_resume_from_a_truncated_checkpoint_is_one_line(tmp_path: Path, text_csv
     _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "has no checkpoint.pt.sha256 beside it")
 
 
+def _forge(out: Path, change) -> None:  # noqa: ANN001
+    """Rewrite the checkpoint with ``change(checkpoint)`` applied and its digest recomputed (a forger's pair)."""
+    import hashlib
+
+    import torch
+
+    ck = torch.load(out / "checkpoint.pt", weights_only=True)
+    change(ck)
+    torch.save(ck, out / "checkpoint.pt")
+    (out / "checkpoint.pt.sha256").write_text(hashlib.sha256((out / "checkpoint.pt").read_bytes()).hexdigest() + "\n")
+
+
+def test_a_forged_or_endless_checkpoint_is_one_line_and_never_completed(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    import os
+    import shutil
+
+    recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
+    kept = tmp_path / "kept"
+    shutil.copytree(out, kept)
+    cases = [
+        (lambda ck: ck["ranks"][0].pop("state"), "holds no run state siftcli wrote"),
+        (lambda ck: ck["ranks"][0]["state"].update(step="7"), "the saved run state's 'step' is not one siftcli writes (str)"),
+        (lambda ck: ck["ranks"][0]["state"].update(colour=1), "the saved run state's 'colour' is not one siftcli writes"),
+        (lambda ck: ck["ranks"][0]["state"].update(step=10**18), "the checkpoint is at step 1000000000000000000"),
+        (lambda ck: ck["ranks"][0].update(rng={"torch": 5}), "the saved random state is not one siftcli wrote"),
+    ]
+    for change, expected in cases:
+        shutil.rmtree(out)
+        shutil.copytree(kept, out)
+        _forge(out, change)
+        _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), expected)
+    for name in ("checkpoint.pt", "checkpoint.pt.sha256"):
+        shutil.rmtree(out)
+        shutil.copytree(kept, out)
+        (out / name).unlink()
+        os.symlink("/dev/zero", out / name)
+        _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), f"{name} is not a regular file")
+
+
 class _Payload:
     """What a hostile run folder would plant: unpickling it calls os.system."""
 

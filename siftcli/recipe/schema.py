@@ -210,7 +210,8 @@ class SiftSpec(_Strict):
     anneal_fraction: float = Field(default=0.0, ge=0, lt=1, description="the last fraction of the run keeps everything")
     scoring: Literal["fresh", "memory"] = Field(
         default="memory", description="memory (default, measured in docs/tuning.md): remembered losses decide without a forward")
-    memory_max_age: int | None = Field(default=1, ge=0, le=1_000_000, description="memory: rescore losses older than this many epochs (null: never)")
+    memory_max_age: int | None = Field(default=1, ge=0, le=1_000_000, description=(
+        "memory: rescore losses older than this many epochs (null: never)"))
     memory_refresh: Literal["score", "train"] = Field(
         default="score", description="memory: renew a stale loss by a scoring forward (score) or by training the sample (train: "
                                      "no scoring forward, one source of scores)")
@@ -245,7 +246,8 @@ class DistillSpec(_Strict):
     cache: bool | None = Field(default=None, description="keep the teacher's outputs by sample: one teacher forward per "
                                                          "sample, not per sample per epoch; default: on where exact (the "
                                                          "inputs do not change between epochs: no data.augment)")
-    cache_top_k: int | None = Field(default=None, ge=1, le=1_000_000, description="cache the top k outputs and the remaining mass (large outputs)")
+    cache_top_k: int | None = Field(default=None, ge=1, le=1_000_000, description=(
+        "cache the top k outputs and the remaining mass (large outputs)"))
     cache_memory_mb: float = Field(default=1024, gt=0, le=10_000_000, description="above this the cache lives in a file in the run folder")
     teacher_fraction: float | None = Field(default=None, gt=0, le=1, description=(
         "run the teacher on this fraction of each trained batch only, chosen by the student's own uncertainty "

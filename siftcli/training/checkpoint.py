@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pickle
 import random
+import stat
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -68,7 +69,25 @@ def write_pair(run_dir: Path, checkpoint: dict[str, Any]) -> None:
     atomic_write(run_dir / "checkpoint.pt", write)
 
 
-def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful], device: torch.device) -> None:
+#: A digest file lists two SHA-256 hashes; anything much longer is not one siftcli wrote.
+DIGEST_BYTES = 4096
+
+
+def _regular(run_dir: Path, path: Path) -> None:
+    """A checkpoint part is a regular file (a link to ``/dev/zero`` or a pipe would be read forever)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise SiftcliError(f"--resume {run_dir}: {path.name} cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(mode):
+        raise SiftcliError(f"--resume {run_dir}: {path.name} is not a regular file (a device, pipe or folder, or a link to "
+                           "one); nothing was read; start the run again")
+
+
+def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful], device: torch.device,
+         most_steps: int | None = None) -> None:
+    """Restore a run from ``run_dir/checkpoint.pt`` after checking its digest, its shape and that its step lies within
+    the run's plan (``most_steps``), so a forged or foreign file is one line and never a run "completed" at its step."""
     path = run_dir / "checkpoint.pt" if run_dir else None
     if path is None or not path.exists():
         raise SiftcliError(f"--resume {run_dir}: no checkpoint.pt in that folder; nothing to resume")
@@ -76,7 +95,11 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
     if not digest.exists():
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt has no checkpoint.pt.sha256 beside it (written by an older "
                            "siftcli, or copied without it), so it cannot be checked; start the run again")
-    if _sha256(path) not in digest.read_text().split():  # the current pair's hash, or the one before (see write_pair)
+    _regular(run_dir, path)
+    _regular(run_dir, digest)
+    with open(digest, "rb") as f:
+        listed = f.read(DIGEST_BYTES + 1).decode("ascii", "replace")
+    if len(listed) > DIGEST_BYTES or _sha256(path) not in listed.split():  # the current pair's hash, or the one before (see write_pair)
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt changed since siftcli wrote it (its SHA-256 differs from "
                            "checkpoint.pt.sha256: corrupted or tampered with); nothing in it was loaded; start the run again")
     try:  # tensors and plain containers only: a checkpoint can never run code
@@ -99,6 +122,7 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
                            f"is {parallel.world()}; resume with the same number (torchrun --nproc-per-node={n}), since each "
                            "rank's data shard and sifting state depend on it (the saved model loads anywhere)")
     mine = ck["ranks"][parallel.rank()]
+    _check_shape(run_dir, mine, state, most_steps)
     for name, part in parts.items():
         saved = mine.get(name) if name in PER_RANK else ck.get(name)
         if saved:
@@ -109,7 +133,33 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
                 raise SiftcliError(f"--resume {run_dir}: the saved {name} does not fit this run ({first})") from None
     for key, value in mine["state"].items():
         setattr(state, key, value)
-    _set_rng_state(mine["rng"])
+    try:
+        _set_rng_state(mine["rng"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise SiftcliError(f"--resume {run_dir}: the saved random state is not one siftcli wrote ({first_line(exc)}); "
+                           "start the run again") from None
+
+
+def _check_shape(run_dir: Path, mine: Any, state: Any, most_steps: int | None) -> None:
+    """This rank's part holds a run state of the loop's fields and kinds, and a step the run can reach."""
+    saved = mine.get("state") if isinstance(mine, dict) else None
+    if not isinstance(saved, dict) or not isinstance(mine.get("rng"), dict):
+        raise SiftcliError(f"--resume {run_dir}: checkpoint.pt holds no run state siftcli wrote (no 'state' and 'rng' for "
+                           "this rank); start the run again")
+    for key, value in saved.items():
+        current = getattr(state, key, _MISSING)
+        kind = float if isinstance(current, float) else type(current)
+        fits = current is None or value is None or isinstance(value, kind) or (kind is float and isinstance(value, int))
+        if current is _MISSING or not fits or isinstance(value, bool) != isinstance(current, bool):
+            raise SiftcliError(f"--resume {run_dir}: the saved run state's {key!r} is not one siftcli writes ("
+                               f"{type(value).__name__}); start the run again")
+    step, epoch = saved.get("step", 0), saved.get("epoch", 0)
+    if step < 0 or epoch < 0 or (most_steps is not None and step > most_steps):
+        raise SiftcliError(f"--resume {run_dir}: the checkpoint is at step {step}, epoch {epoch}, beyond this run's plan "
+                           f"(at most {most_steps} steps); it is not this run's; start the run again")
+
+
+_MISSING = object()
 
 
 def _sha256(path: Path) -> str:

@@ -118,7 +118,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     run = setup_run(workload, recipe, sift, reference, upfront, run_dir)
     state, loader, budget, optim = run.state, run.loader, run.budget, recipe.optim
     if resume:
-        checkpoint.load(run_dir, arm, state, run.parts, run.device)
+        most = budget.epochs * max(1, len(workload.train_data))  # a step trains a sample at least
+        checkpoint.load(run_dir, arm, state, run.parts, run.device, most if budget.max_steps is None else budget.max_steps)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
     compiled = compiling.counts() if recipe.compile else None
 
