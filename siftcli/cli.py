@@ -386,8 +386,9 @@ def filter_(
     output: Annotated[str, typer.Option("--output", "-o", help="File to write the kept rows to (.csv, .tsv or .jsonl).")],
     keep: Annotated[float | None, typer.Option("--keep", help="Fraction to keep: the lowest reference loss.")] = None,
     dedup: Annotated[bool, typer.Option("--dedup", help="Drop near-copies first (keep the first of each).")] = False,
-    similarity: Annotated[float, typer.Option("--similarity", help="--dedup: Jaccard similarity of token bigrams that "
-                                                                   "makes a near-copy (1 = exact copies only).")] = 0.7,
+    similarity: Annotated[Optional[float], typer.Option("--similarity", help="--dedup: Jaccard similarity of token "
+                                                        "bigrams that makes a near-copy (1 = exact copies only; default "
+                                                        "0.7).")] = None,
     workers: Annotated[int | None, typer.Option("--workers", help="Processes (or Dask workers) to use; default: every "
                                                                   "core.")] = None,
     engine: Annotated[str, typer.Option("--engine", help="Where the chunks run: processes (this machine) or dask "
@@ -412,11 +413,16 @@ def filter_(
     import os
 
     from siftcli.commands import run_filter
+    from siftcli.curate.dedup import DEFAULT_SIMILARITY
     from siftcli.curate.engines import Engine
+    from siftcli.errors import SiftcliError
 
+    if similarity is not None and not dedup:
+        raise SiftcliError(f"--similarity {similarity:g} sets what --dedup calls a near-copy; give --dedup too")
     cfg = _load(recipe, set_)
     where = Engine(kind=engine, workers=workers if workers is not None else (os.cpu_count() or 1), scheduler=scheduler)
-    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream)
+    result = run_filter(cfg, keep, output, (DEFAULT_SIMILARITY if similarity is None else similarity) if dedup else None,
+                        engine=where, stream=stream)
     if json_:
         _emit_json(dataclasses.asdict(result))
         return

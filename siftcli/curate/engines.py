@@ -36,6 +36,46 @@ def _call_with(fn: Callable[[Any, Any], Any], context: Any, job: Any) -> Any:
     return fn(context, job)
 
 
+#: Seconds to wait for a Dask scheduler to answer (a refused or silent address is named after this, not after 30 s).
+CONNECT_SECONDS = 10
+
+
+def _connect(address: str) -> Any:
+    """A client of the scheduler at ``address``, or one line saying why there is none: a malformed address, nothing
+    listening, or a service there that is not a Dask scheduler (its reply would otherwise be read as a frame size)."""
+    from distributed import Client
+
+    try:
+        _probe(address)
+        return Client(address, timeout=CONNECT_SECONDS)
+    except Exception as exc:  # ValueError (address), OSError/TimeoutError (nothing there), anything a stranger's reply raises
+        why = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        raise SiftcliError(f"--scheduler {address}: no Dask scheduler answered there within {CONNECT_SECONDS} s ({why}); "
+                           "expected the address a running dask scheduler prints (tcp://host:8786)") from None
+
+
+def _probe(address: str) -> None:
+    """A Dask scheduler speaks first: on a TCP connection it sends its handshake, a frame whose first 8 bytes are its
+    small length. Read them before handing the address to Dask, whose own handshake waits without a limit for a silent
+    service and reads a talkative one's bytes as a frame size (exabytes)."""
+    import socket
+    import struct
+
+    scheme, _, rest = address.rpartition("://")
+    host, _, port = rest.rpartition(":")
+    if scheme not in ("", "tcp") or not host or not port.isdigit():
+        return  # tls://, ucx://, a malformed address: Dask's own checks name it
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS) as conn:
+        head = b""
+        while len(head) < 8:
+            part = conn.recv(8 - len(head))
+            if not part:
+                break
+            head += part
+    if len(head) < 8 or struct.unpack("<Q", head)[0] > 1 << 24:
+        raise OSError("a service answers there but does not speak Dask's protocol")
+
+
 @dataclass
 class Engine:
     """Where chunk jobs run: ``processes`` (``workers`` of them; 1 runs in this process) or ``dask``."""
@@ -66,7 +106,7 @@ class Engine:
             from distributed import Client, LocalCluster
 
             if self.scheduler:
-                self._session = (Client(self.scheduler), None)
+                self._session = (_connect(self.scheduler), None)
             else:
                 cluster = LocalCluster(n_workers=self.workers, threads_per_worker=1, processes=True,
                                        dashboard_address=None, silence_logs=40)

@@ -118,9 +118,10 @@ def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | 
 
 def check_texts(texts: list, column: str) -> None:
     """A chunk's texts are all strings (a number or an empty cell among them is one line naming the column)."""
-    bad = next((t for t in texts if not isinstance(t, str)), None)
+    bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)  # an index: None is a bad value too
     if bad is not None:
-        raise SiftcliError(f"data: column {column!r} must hold text; found {type(bad).__name__} ({bad!r})")
+        value = texts[bad]
+        raise SiftcliError(f"data: column {column!r} must hold text; found {type(value).__name__} ({value!r:.40})")
 
 
 def read_chunks(train: Any, column: str, pair_column: str | None, held: np.ndarray, chunk: int) -> Iterator[tuple]:

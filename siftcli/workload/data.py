@@ -197,6 +197,9 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             lines = sum(1 for line in fh if line.strip())
         if lines <= (0 if column_names or fmt in ("jsonl", "json") else 1):
             raise SiftcliError(f"{key}: {source!r} has no data rows; the dataset is empty")
+        twice = _duplicate_header(path, fmt) if fmt in ("csv", "tsv") and not column_names else None
+        if twice is not None:
+            raise SiftcliError(f"{key}: {source}: {twice}")
     try:
         if fmt == "disk":
             loaded = datasets.load_from_disk(str(path))
@@ -222,13 +225,68 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
     except SiftcliError:
         raise
     except Exception as exc:  # parser errors from pandas/pyarrow: name the file, keep one line
-        first = first_line(exc, limit=None)
         ragged = _ragged_line(Path(source).expanduser(), fmt, column_names) if fmt in ("csv", "tsv") else None
         if ragged is not None:
             line, got, expected = ragged
             raise SiftcliError(f"{key}: {source}: line {line} has {got} fields where the header has {expected}; "
                                "quote fields that contain the delimiter") from None
-        raise SiftcliError(f"{key}: cannot read {source!r} as {fmt}: {first}") from None
+        fault = _file_fault(path, fmt) if path.is_file() else None
+        if fault is not None:
+            raise SiftcliError(f"{key}: {source}: {fault}") from None
+        raise SiftcliError(f"{key}: cannot read {source!r} as {fmt}: {first_line(_root_cause(exc), limit=None)}") from None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The error at the bottom of a chain (``datasets`` wraps the parser's in "An error occurred while generating the
+    dataset")."""
+    seen = {id(exc)}
+    while (exc.__cause__ or exc.__context__) is not None and id(exc.__cause__ or exc.__context__) not in seen:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+        seen.add(id(exc))
+    return exc
+
+
+def _file_fault(path: Path, fmt: str) -> str | None:
+    """What is wrong with a file its parser refused, where it can be named: the first line that is not UTF-8, the first
+    JSON Lines line that is not a JSON object, a Parquet file without its magic bytes."""
+    import json
+
+    if fmt == "parquet":
+        with path.open("rb") as f:
+            head = f.read(4)
+            f.seek(max(0, path.stat().st_size - 4))
+            tail = f.read(4)
+        return None if head == tail == b"PAR1" else "not a Parquet file (it does not begin and end with PAR1); write it " \
+            "with pandas.DataFrame.to_parquet or datasets' to_parquet"
+    with path.open("rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return (f"line {number} is not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); save the "
+                        "file as UTF-8")
+            if fmt in ("jsonl", "json") and line.strip():
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    return f"line {number} is not JSON ({exc}); JSON Lines holds one object per line"
+                if not isinstance(row, dict):
+                    return f"line {number} is a JSON {type(row).__name__}, not an object of columns"
+    return None
+
+
+def _duplicate_header(path: Path, fmt: str) -> str | None:
+    """A delimited file's header naming one column twice (the parser would rename the second and move on)."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8", errors="replace") as f:
+        header = next(csv.reader(f, delimiter="\t" if fmt == "tsv" else ","), [])
+    names = [h.strip() for h in header]
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is None:
+        return None
+    first, second = names.index(twice) + 1, names.index(twice, names.index(twice) + 1) + 1
+    return f"column {twice!r} appears twice in the header (columns {first} and {second}); rename one"
 
 
 def stream_train(source: str, *, fmt: str = "auto", config_name: str | None = None, train_split: str = "train",

@@ -1,0 +1,125 @@
+"""Inputs and faults that once escaped as tracebacks, hangs or silent wrong answers: each one line, exit 2, nothing left
+half-written (docs/errors.md)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from siftcli.cli import app
+from tests.conftest import make_text_rows, tiny_recipe_dict
+from tests.test_errors import _one_line_error
+
+runner = CliRunner()
+
+
+def _recipe(tmp_path: Path, data: Path, **changes) -> str:
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(data, **changes)))
+    return str(path)
+
+
+def _filter(tmp_path: Path, data: Path, *args: str, **changes) -> object:
+    return runner.invoke(app, ["filter", _recipe(tmp_path, data, **changes), *args])
+
+
+def test_a_null_text_in_a_jsonl_pool_is_one_line(tmp_path: Path) -> None:
+    rows = [{"text": t, "label": y} for t, y in make_text_rows(60)]
+    rows[5]["text"] = None
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    _one_line_error(_filter(tmp_path, data, "--dedup", "-o", str(tmp_path / "k.csv")),
+                    "data: column 'text' must hold text; found NoneType (None)")
+    assert not (tmp_path / "k.csv").exists()
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--keep", "0.5", "--similarity", "5"], "--similarity 5 sets what --dedup calls a near-copy; give --dedup too"),
+    (["--dedup", "--similarity", "5"], "--similarity 5.0: expected a Jaccard similarity in (0, 1]"),
+])
+def test_similarity_is_checked_and_never_ignored(tmp_path: Path, text_csv: Path, args: list[str], expected: str) -> None:
+    _one_line_error(_filter(tmp_path, text_csv, *args, "-o", str(tmp_path / "k.csv")), expected)
+
+
+def test_an_output_folder_that_cannot_be_written_is_found_before_the_filter(tmp_path: Path, text_csv: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    _one_line_error(_filter(tmp_path, text_csv, "--dedup", "-o", str(tmp_path / "afile" / "k.csv")), "afile is a file, not a folder")
+    _one_line_error(_filter(tmp_path, text_csv, "--dedup", "-o", "/proc/siftcli/k.csv"), "-o /proc/siftcli/k.csv: cannot write into /proc")
+    ok = _filter(tmp_path, text_csv, "--dedup", "-o", str(tmp_path / "new" / "deeper" / "k.csv"))
+    assert ok.exit_code == 0, ok.output  # a missing folder is made, as before
+    assert (tmp_path / "new" / "deeper" / "k.csv").exists()
+
+
+@pytest.mark.parametrize("name,content,expected", [
+    ("dup.csv", b"text,label,text\n" + b"".join(f"{t},{y},x\n".encode() for t, y in make_text_rows(40)),
+     "column 'text' appears twice in the header (columns 1 and 3); rename one"),
+    ("latin.csv", b"text,label\n" + b"".join(f"{t},{y}\n".encode() for t, y in make_text_rows(40)) + b"caf\xe9 bad,0\n",
+     "line 42 is not UTF-8 (byte 0xe9 at column 4); save the file as UTF-8"),
+    ("bad.jsonl", b'{"text": "a", "label": 1}\n{"text": "b", label: 0}\n', "line 2 is not JSON ("),
+    ("list.jsonl", b'{"text": "a", "label": 1}\n[1, 2]\n', "line 2 is a JSON list, not an object of columns"),
+    ("bad.parquet", b"not parquet at all", "not a Parquet file (it does not begin and end with PAR1)"),
+])
+@pytest.mark.parametrize("command", ["filter", "validate"])
+def test_an_unreadable_file_names_its_line_and_fix(tmp_path: Path, name: str, content: bytes, expected: str,
+                                                    command: str) -> None:
+    data = tmp_path / name
+    data.write_bytes(content)
+    args = ["--dedup", "-o", str(tmp_path / "k.csv")] if command == "filter" else []
+    _one_line_error(runner.invoke(app, [command, _recipe(tmp_path, data), *args]), expected)
+
+
+def _silent_server() -> tuple[socket.socket, int]:
+    """A service that accepts and never speaks (as an HTTP server waiting for its request)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held: list[socket.socket] = []
+    threading.Thread(target=lambda: held.append(server.accept()[0]), daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def _talking_server() -> tuple[socket.socket, int]:
+    """A service that greets first with text (as SSH does): its bytes are no Dask frame."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        conn.sendall(b"SSH-2.0-OpenSSH_9.6\r\n" * 4)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+@pytest.mark.parametrize("kind", ["junk", "refused", "talking", "silent"])
+def test_a_scheduler_address_without_a_dask_scheduler_is_one_line(tmp_path: Path, text_csv: Path, kind: str,
+                                                                   monkeypatch) -> None:
+    pytest.importorskip("distributed")
+    from siftcli.curate import engines
+
+    monkeypatch.setattr(engines, "CONNECT_SECONDS", 2)
+    server = None
+    if kind == "junk":
+        address = "junk:::"
+    elif kind == "refused":
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+        probe.close()
+    else:
+        server, port = _talking_server() if kind == "talking" else _silent_server()
+        address = f"tcp://127.0.0.1:{port}"
+    try:
+        out = _filter(tmp_path, text_csv, "--dedup", "-o", str(tmp_path / "k.csv"), "--engine", "dask", "--scheduler", address)
+    finally:
+        if server is not None:
+            server.close()
+    _one_line_error(out, f"--scheduler {address}: no Dask scheduler answered there within 2 s")
+    assert not (tmp_path / "k.csv").exists()
