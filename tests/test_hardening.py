@@ -123,3 +123,18 @@ def test_a_scheduler_address_without_a_dask_scheduler_is_one_line(tmp_path: Path
             server.close()
     _one_line_error(out, f"--scheduler {address}: no Dask scheduler answered there within 2 s")
     assert not (tmp_path / "k.csv").exists()
+
+
+@pytest.mark.parametrize("arm,expected", [
+    ("random-keep:colour=red", "random-keep takes no settings (got colour)"),
+    ("baseline:colour=red", "baseline takes no settings (got colour)"),
+    ("equal-time:steps=5", "equal-time takes no settings (got steps)"),
+    ("target-only:x=1", "target-only takes no settings (got x)"),
+    ("dedup:threshold=true", "threshold must be a similarity in (0, 1], got True"),
+    ("dedup:colour=1", "dedup takes threshold=T only (got colour)"),
+])
+def test_an_arm_refuses_settings_it_does_not_read(tmp_path: Path, text_csv: Path, arm: str, expected: str) -> None:
+    out = runner.invoke(app, ["compare", _recipe(tmp_path, text_csv), "--arm", "baseline", "--arm", arm, "-q",
+                              "-o", str(tmp_path / "c")])
+    _one_line_error(out, expected)
+    assert not (tmp_path / "c").exists()

@@ -69,6 +69,13 @@ def _changes(name: str) -> dict[str, Any]:
     return out
 
 
+def _no_keys(recipe: Recipe, name: str) -> None:
+    """An arm that reads no settings refuses any it is given (they would be dropped without a word)."""
+    changes = _changes(name)
+    if changes:
+        raise SiftcliError(f"--arm {name!r}: {name.partition(':')[0]} takes no settings (got {', '.join(sorted(changes))})")
+
+
 def _sifted(ctx: SeedContext, name: str) -> Plan:
     return Plan(ctx.recipe, _changes(name))
 
@@ -135,9 +142,12 @@ def _dedup(ctx: SeedContext, name: str) -> Plan:
 def _check_dedup(recipe: Recipe, name: str) -> None:
     if TASKS[recipe.task].inputs != "text":
         raise SiftcliError(f"--arm {name}: near-duplicate removal needs a text task; {recipe.task} has none")
-    threshold = _changes(name).get("threshold", DEFAULT_SIMILARITY)
-    if not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
-        raise SiftcliError(f"--arm {name}: threshold must be a similarity in (0, 1]")
+    changes = _changes(name)
+    if set(changes) - {"threshold"}:
+        raise SiftcliError(f"--arm {name!r}: dedup takes threshold=T only (got {', '.join(sorted(set(changes) - {'threshold'}))})")
+    threshold = changes.get("threshold", DEFAULT_SIMILARITY)
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold <= 1:
+        raise SiftcliError(f"--arm {name!r}: threshold must be a similarity in (0, 1], got {threshold!r}")
 
 
 FILTER_KEYS = {"fraction", "reference", "dedup"}
@@ -261,6 +271,7 @@ def _variant(ctx: SeedContext, name: str) -> Plan:
 
 
 def _needs_target(recipe: Recipe, name: str) -> None:
+    _no_keys(recipe, name)
     if recipe.data.target_group is None:
         raise SiftcliError(f"--arm {name}: needs data.group_column and data.target_group in the recipe (which rows are the target)")
 
@@ -274,12 +285,12 @@ def _baseline(ctx: SeedContext, name: str) -> Plan:
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
-    Arm("baseline", "the full schedule on every sample", _baseline),
+    Arm("baseline", "the full schedule on every sample", _baseline, check=_no_keys),
     Arm("sifted", "the recipe's sifting (variants: sifted:key=value,...)", _sifted, sifts=True, check=_check_sifted),
     Arm("equal-time", "a baseline given the sifted run's wall-clock (reference paid), fully decayed", _equal_time,
-        ("baseline", "subject")),
+        ("baseline", "subject"), check=_no_keys),
     Arm("random-keep", "the sifted run's kept fraction chosen at random: the value of selection", _random_keep, ("subject",),
-        sifts=True),
+        sifts=True, check=_no_keys),
     Arm("static-filter", "the sifted run's kept fraction chosen once by the reference's loss, before training "
         "(static-filter:fraction=F: the lowest F, trained for the sifted run's steps)", _static_filter, ("subject",),
         check=_check_static),
