@@ -328,17 +328,18 @@ def sweep_beta(
 @_friendly
 def plan(
     recipe: Annotated[Optional[str], typer.Argument(help="Recipe YAML (not with --resume).")] = None,
-    budget: Annotated[float, typer.Option("--budget", help="What the search may spend, in full baseline runs (the "
-                                          "baseline itself is one).")] = 3.0,
-    tolerance: Annotated[float, typer.Option("--tolerance", help="Metric points a strategy may lose to the full "
-                                             "baseline and still count.")] = 1.0,
-    seeds: Annotated[int, typer.Option("--seeds", help="Paired seeds confirming the best (5 for an accuracy claim).")] = 3,
+    budget: Annotated[Optional[float], typer.Option("--budget", help="What the search may spend, in full baseline runs (the "
+                                                    "baseline itself is one; default 3).")] = None,
+    tolerance: Annotated[Optional[float], typer.Option("--tolerance", help="Metric points a strategy may lose to the full "
+                                                       "baseline and still count (default 1).")] = None,
+    seeds: Annotated[Optional[int], typer.Option("--seeds", help="Paired seeds confirming the best (default 3; 5 for an "
+                                                 "accuracy claim).")] = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted plan folder.")] = None,
-    workers: Annotated[int, typer.Option("--workers", help="Processes on this machine taking the plan's jobs (each "
-                                         "trains on its share of the cores).")] = 1,
-    storage: Annotated[str, typer.Option("--storage", help="Optuna storage URL shared by several machines "
-                                         "(postgresql://..., sqlite:///plan.db); default: a journal file in the plan "
-                                         "folder.")] = "",
+    workers: Annotated[Optional[int], typer.Option("--workers", help="Processes on this machine taking the plan's jobs "
+                                                   "(each trains on its share of the cores; default 1).")] = None,
+    storage: Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL shared by several machines "
+                                                   "(postgresql://..., sqlite:///plan.db); default: a journal file in the "
+                                                   "plan folder.")] = None,
     study: Annotated[Optional[str], typer.Option("--study", help="The study's name in --storage: the same on every "
                                                  "machine of one plan.")] = None,
     set_: SetOpt = None,
@@ -360,6 +361,14 @@ def plan(
 
     if resume and recipe is not None:
         raise SiftcliError("--resume continues the plan with its saved recipe and settings; give no RECIPE")
+    given = [f"--{name}" for name, value in (("budget", budget), ("tolerance", tolerance), ("seeds", seeds),
+                                             ("workers", workers), ("storage", storage), ("study", study), ("set", set_),
+                                             ("output", output)) if value is not None and value != []]
+    if resume and given:
+        raise SiftcliError(f"--resume continues the plan with its saved settings; {', '.join(given)} would be ignored: "
+                           "leave them out, or start a new plan")
+    budget, tolerance = 3.0 if budget is None else budget, 1.0 if tolerance is None else tolerance
+    seeds, workers, storage = 3 if seeds is None else seeds, 1 if workers is None else workers, storage or ""
     if not resume:
         check_options(budget, tolerance, seeds, workers, storage, study)
     cfg = None if resume else _load(recipe, set_)

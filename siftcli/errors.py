@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def first_line(exc: BaseException, limit: int | None = 200, empty: str | None = None) -> str:
     """The first line of an exception's message (a library's can run to pages), or ``empty`` (default: its class
@@ -44,3 +46,33 @@ class RunInterrupted(Exception):
     @property
     def exit_code(self) -> int:
         return 143 if self.signal == "SIGTERM" else 130
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM met between training jobs (a sweep or plan waiting on its trials): unwound like Ctrl-C (workers stopped
+    and waited for, the status written), reported as SIGTERM (exit code 143)."""
+
+    signal = "SIGTERM"
+
+
+def sigterm_as_interrupt() -> Any:
+    """Handle SIGTERM like SIGINT until :func:`restore_sigterm` (a batch scheduler's stop must not orphan worker processes
+    or leave a record saying ``running``); returns the previous handler, or None off the main thread, where no handler
+    can be set. A training step installs its own for its length and puts this one back after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def stop(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, stop)
+
+
+def restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        import signal
+
+        signal.signal(signal.SIGTERM, previous)

@@ -138,3 +138,68 @@ def test_an_arm_refuses_settings_it_does_not_read(tmp_path: Path, text_csv: Path
                               "-o", str(tmp_path / "c")])
     _one_line_error(out, expected)
     assert not (tmp_path / "c").exists()
+
+
+def _plan_recipe(tmp_path: Path, rows: int = 240, **changes) -> str:
+    from tests.test_plan import _recipe as plan_recipe
+
+    return str(plan_recipe(tmp_path, rows, **changes))
+
+
+def test_a_plan_whose_budget_paid_for_the_baselines_only_says_it_compared_nothing(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["plan", _plan_recipe(tmp_path), "--budget", "1.5", "--seeds", "2", "-q", "-o",
+                              str(tmp_path / "p")])
+    assert out.exit_code == 0, out.output
+    saved = json.loads((tmp_path / "p" / "plan.json").read_text())
+    assert saved["answer"].startswith("train on everything, untested: the budget of 1.5 baseline runs paid for the "
+                                      "baselines only")
+    assert "within the tolerance" not in saved["answer"]
+
+
+def test_a_sigterm_between_a_plans_jobs_leaves_it_interrupted_and_resumable(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import signal
+
+    from siftcli.plan import run as plan_run
+
+    real, calls = plan_run.Plan._train, []
+
+    def stopped(self, trial, index):  # noqa: ANN001, ANN202
+        calls.append(index)
+        if len(calls) == 2:  # after the first job finished, before the next trains: no training handler is installed
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, trial, index)
+
+    monkeypatch.setattr(plan_run.Plan, "_train", stopped)
+    out = runner.invoke(app, ["plan", _plan_recipe(tmp_path), "--budget", "30", "--seeds", "2", "-q", "-o",
+                              str(tmp_path / "p")])
+    assert out.exit_code == 143, out.output
+    assert "siftcli plan --resume" in out.output
+    assert json.loads((tmp_path / "p" / "plan.json").read_text())["status"] == "interrupted"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the plan put the default handler back
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--budget", "0", "--seeds", "99", "--workers", "0", "-o", "elsewhere"],
+     "--resume continues the plan with its saved settings; --budget, --seeds, --workers, --output would be ignored"),
+    (["--set", "epochs=1"], "--set would be ignored"),
+])
+def test_plan_resume_refuses_options_it_would_ignore(tmp_path: Path, args: list[str], expected: str) -> None:
+    _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path), *args]), expected)
+
+
+def test_a_plan_resumed_after_its_recipe_was_edited_says_so(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["plan", _plan_recipe(tmp_path), "--budget", "1.5", "--seeds", "2", "-q", "-o",
+                              str(tmp_path / "p")])
+    assert out.exit_code == 0, out.output
+    saved = tmp_path / "p" / "recipe.yaml"
+    saved.write_text(saved.read_text().replace("epochs: 2", "epochs: 3"))
+    _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path / "p")]),
+                    "recipe.yaml changed since the plan started")
+
+
+def test_a_plan_with_too_few_evaluation_rows_leaves_no_folder(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["plan", _plan_recipe(tmp_path, rows=40, **{"data.eval_fraction": 0.05}), "-q", "-o",
+                              str(tmp_path / "p")])
+    _one_line_error(out, "the evaluation data has 2 rows; it needs at least 4")
+    assert not (tmp_path / "p").exists()

@@ -4,6 +4,7 @@ reference its arms share."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,13 @@ def preflight(recipe: Recipe) -> None:
             raise SiftcliError(f"sift.{exc}") from None
 
 
-def prepare(recipe: Recipe, output: str | None, suffix: str) -> tuple[Any, Path]:
-    """Device check, workload, then the run folder (so bad input leaves none) with the resolved recipe."""
+def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[Any], Any] | None = None) -> tuple[Any, Path]:
+    """Device check, workload (and ``check(workload)``, what the caller refuses), then the run folder (so bad input leaves
+    none) with the resolved recipe."""
     preflight(recipe)
     workload = build_workload(recipe)
+    if check is not None:
+        check(workload)
     run_dir = make_run_dir(output, recipe.name, suffix=suffix)
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
     write_label_noise(run_dir, workload)

@@ -23,7 +23,7 @@ import torch
 from siftcli.analysis.stats import metric_info
 from siftcli.arms.context import prepare
 from siftcli.arms.table import arm_row
-from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan import confirm as confirming
 from siftcli.plan import search as searching
 from siftcli.plan.record import Candidate, Confirmation, Paired, PlanRecord, Skipped, Trial
@@ -222,7 +222,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         assert recipe is not None
         check_options(budget, tolerance, seeds, workers, storage, study)
         candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
-        first, folder = prepare(recipe, output, "-plan")
+        first, folder = prepare(recipe, output, "-plan", check=lambda workload: split_eval(len(workload.eval_data)))
         record = PlanRecord("running", recipe.name, first.metric, budget, tolerance, seeds, candidates=candidates,
                             skipped=skipped, storage=storage, study=study or DEFAULT_STUDY, workers=workers)
     _threads(record.workers)
@@ -230,6 +230,10 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])
     wall_before = record.wall_seconds
     ps = PlanStudy(record.storage, folder, record.study, metric_info(record.metric).higher_is_better)
+    if resume and ps.recorded_recipe() not in (None, recipe_sha256(recipe)):
+        raise SiftcliError(f"--resume {resume}: {folder / 'recipe.yaml'} changed since the plan started (the plan's "
+                           "finished jobs were trained on the recipe it had); put the original back, or start a new plan "
+                           "with the edited recipe")
     ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
     ps.recover(resumed=bool(resume))
     plan = Plan(recipe, folder, ps, Trials(recipe, rows, {recipe.seed: first}), record, metric_info(record.metric), emit)
@@ -241,6 +245,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
 
     stop_beat = ps.heartbeat()
     helpers: list[subprocess.Popen] = []
+    previous = sigterm_as_interrupt()  # between jobs too: a stop leaves plan.json saying interrupted, never running
     try:
         save()
         helpers = [_spawn(folder, i, record.workers) for i in range(1, record.workers)]
@@ -262,6 +267,7 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
         _join(helpers, stop=True)
         raise
     finally:
+        restore_sigterm(previous)
         stop_beat()
     return folder, record
 
@@ -323,8 +329,15 @@ def _decide(record: PlanRecord) -> None:
     if not ok:
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = "baseline", "everything", 1.0, None
         record.payback_runs = None
+        screened = [c for c in record.candidates if c.trials]
+        if not screened:
+            record.answer = (f"train on everything, untested: the budget of {record.budget:g} baseline runs paid for the "
+                             f"baselines only, so none of the {len(record.candidates)} strategies was screened; raise "
+                             "--budget to compare them")
+            return
         record.answer = ("train on everything: no strategy was within the tolerance of the full baseline at less time "
-                         + ("in the confirmation" if record.confirmations else "on the validation split"))
+                         + ("in the confirmation" if record.confirmations else
+                            f"on the validation split ({len(screened)} of {len(record.candidates)} screened)"))
         best = max(record.confirmations, key=lambda c: c.versus[0].ci95[0] if c.versus[0].n else float("-inf"), default=None)
         if best is not None and best.versus[0].n > 1 and best.versus[0].ci95[1] > -record.tolerance:
             v = best.versus[0]

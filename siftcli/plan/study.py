@@ -77,6 +77,10 @@ class PlanStudy:
         """Record the recipe and settings, or refuse a process that brings other ones."""
         studies.join(self.study, recipe_sha256, settings, SHARED)
 
+    def recorded_recipe(self) -> str | None:
+        """The SHA-256 of the recipe the study was started with (None before any process joined it)."""
+        return self.study.user_attrs.get(studies.RECIPE)
+
     def recover(self, resumed: bool) -> None:
         """Queue again the trials whose owner went silent (and, resumed, the ones this folder left running)."""
         studies.tend(self.study, list(self._mine), self.me, STALE_SECONDS, resumed=resumed)

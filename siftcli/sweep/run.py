@@ -24,7 +24,7 @@ from siftcli import parallel
 from siftcli.analysis.stats import target_for, time_to_target
 from siftcli.arms.context import SeedContext, prepare
 from siftcli.arms.run import run_one
-from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe
 from siftcli.report.plots import write_sweep_plot
@@ -71,7 +71,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         workload, sweep_dir = prepare(recipe, output, "-sweep")
         atomic_write_json(sweep_dir / "sweep_settings.json", asdict(settings))
     started = time.perf_counter()
-    previous = _on_sigterm()
+    previous = sigterm_as_interrupt()
     try:
         higher = higher_is_better(recipe)
         study = studies.open_study(settings, sweep_dir, higher, None)
@@ -89,10 +89,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         raise RunInterrupted(str(sweep_dir), signal=signal,
                              resume_command=f"siftcli sweep-beta --resume {sweep_dir}") from None
     finally:
-        if previous is not None:
-            import signal as signals
-
-            signals.signal(signals.SIGTERM, previous)
+        restore_sigterm(previous)
     result = summarise_sweep(study, settings, sweep_dir, frontier, time.perf_counter() - started)
     atomic_write_json(sweep_dir / "sweep.json", result)
     try:
@@ -101,28 +98,6 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     except ImportError:
         pass
     return sweep_dir, result
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM met while the parent waits on its trials: unwound like Ctrl-C (the workers are stopped and waited for,
-    the status written), reported as SIGTERM (exit code 143)."""
-
-    signal = "SIGTERM"
-
-
-def _on_sigterm() -> Any:
-    """Handle SIGTERM like SIGINT for the sweep's lifetime (a batch scheduler's stop must not orphan worker processes);
-    returns the previous handler, or None off the main thread, where no handler can be set."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def stop(signum: int, frame: Any) -> None:
-        raise _Terminated()
-
-    return signal.signal(signal.SIGTERM, stop)
 
 
 def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workload: Any, emit: Any,
