@@ -330,7 +330,7 @@ def _decide(record: PlanRecord) -> None:
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = "baseline", "everything", 1.0, None
         record.payback_runs = None
         screened = [c for c in record.candidates if c.trials]
-        if not screened:
+        if not screened and not record.confirmations:
             record.answer = (f"train on everything, untested: the budget of {record.budget:g} baseline runs paid for the "
                              f"baselines only, so none of the {len(record.candidates)} strategies was screened; raise "
                              "--budget to compare them")
