@@ -203,3 +203,50 @@ def test_a_plan_with_too_few_evaluation_rows_leaves_no_folder(tmp_path: Path) ->
                               str(tmp_path / "p")])
     _one_line_error(out, "the evaluation data has 2 rows; it needs at least 4")
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("command", ["sweep-beta", "plan"])
+def test_a_study_siftcli_did_not_start_is_refused_before_anything_trains(tmp_path: Path, text_csv: Path, command: str) -> None:
+    optuna = pytest.importorskip("optuna")
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    url = f"sqlite:///{tmp_path / 'foreign.db'}"
+    name = "tiny-sweep" if command == "sweep-beta" else "siftcli-plan"
+    foreign = optuna.create_study(storage=url, study_name=name, direction="maximize")
+    foreign.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=2)
+    extra = ["--betas", "1,2"] if command == "sweep-beta" else []
+    out = runner.invoke(app, [command, _recipe(tmp_path, text_csv), "--storage", url, *extra, "-q", "-o", str(tmp_path / "s")])
+    _one_line_error(out, f"--study {name}: {url} already holds a study of that name that siftcli did not start (2 trials")
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_cached_reference_holding_nan_is_rebuilt_and_a_diverged_one_is_refused(text_csv: Path, monkeypatch) -> None:
+    import torch
+
+    from siftcli.arms import reference as reference_mod
+    from siftcli.arms.reference import cache_dir, reference_for
+    from siftcli.errors import SiftcliError
+    from siftcli.recipe.schema import validate_recipe
+    from siftcli.workload.build import build_workload
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"sift.score": "reference", "sift.reference.kind": "holdout",
+                                                            "sift.reference.holdout_fraction": 0.2}))
+    workload = build_workload(recipe)
+    built, _ = reference_for(workload, recipe)
+    path = cache_dir() / "references" / f"{built.key}.pt"
+    saved = torch.load(path, weights_only=True)
+    saved["losses"][3] = float("nan")  # a corrupted entry
+    torch.save(saved, path)
+    again, runs = reference_for(workload, recipe)
+    assert not again.cached and len(runs) == 1 and bool(torch.isfinite(again.losses).all())  # rebuilt over, not used
+    path.unlink()
+    real = reference_mod.holdout_reference
+
+    def diverged(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        reference, runs = real(*args, **kwargs)
+        reference.losses[:5] = float("nan")
+        return reference, runs
+
+    monkeypatch.setattr(reference_mod, "holdout_reference", diverged)
+    with pytest.raises(SiftcliError, match="5 of 96 reference losses are not finite"):
+        reference_for(workload, recipe)
+    assert not path.exists()  # never cached

@@ -105,20 +105,25 @@ def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, torch.T
                  "ngram": ngram_reference, "naive-bayes": naive_bayes_reference}[spec.kind]
         reference, runs = build(workload, recipe, initial)
         reference = dataclasses.replace(reference, kind=spec.kind, key=key, build_seconds=reference.seconds)
+        bad = int((~torch.isfinite(reference.losses)).sum())
+        if bad:  # never cached, never ranked by: a run would report completed on losses it could not rank
+            raise SiftcliError(f"sift.reference.kind {spec.kind}: {bad} of {reference.losses.numel()} reference losses are "
+                               "not finite (its training diverged); lower sift.reference.lr")
         if spec.cache:
             _write_cache(path, {"losses": reference.losses, "build_seconds": reference.seconds, "kind": spec.kind})
     return _balanced(reference, workload, spec.balance), runs
 
 
 def _cached(path: Path, workload: Workload, kind: str, key: str) -> Reference | None:
-    """The cached reference, or None when it is missing, unreadable or of other data (then it is rebuilt over)."""
+    """The cached reference, or None when it is missing, unreadable, of other data or holds a non-finite loss (then it
+    is rebuilt over)."""
     if not path.exists():
         return None
     t0 = time.perf_counter()
     try:
         saved = torch.load(path, weights_only=True)
         losses = saved["losses"]
-        if losses.numel() == len(workload.train_data):
+        if losses.numel() == len(workload.train_data) and bool(torch.isfinite(losses).all()):  # NaN: corrupt, rebuilt
             return Reference(losses, time.perf_counter() - t0, float(saved["build_seconds"]), True, kind, key)
     except (OSError, RuntimeError, KeyError, TypeError, ValueError):
         pass

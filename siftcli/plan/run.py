@@ -72,7 +72,7 @@ def check_options(budget: float, tolerance: float, seeds: int, workers: int = 1,
     if study is not None and not storage:
         raise SiftcliError("--study names a study in a shared --storage; give --storage too (without it the plan's "
                            "study is a journal file in its folder)")
-    check_storage(storage)
+    check_storage(storage, study or DEFAULT_STUDY)
 
 
 @dataclass

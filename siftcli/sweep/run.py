@@ -67,7 +67,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         if settings.grid:
             settings.trials = math.prod(len(s["values"]) for s in settings.space.values())
         settings.seed = recipe.seed
-        studies.check_storage(settings.storage)
+        studies.check_storage(settings.storage, settings.study)
         workload, sweep_dir = prepare(recipe, output, "-sweep")
         atomic_write_json(sweep_dir / "sweep_settings.json", asdict(settings))
     started = time.perf_counter()

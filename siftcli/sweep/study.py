@@ -60,9 +60,10 @@ def storage_for(url: str, sweep_dir: Path) -> Any:
     return JournalStorage(JournalFileBackend(str(sweep_dir / "optuna.journal")))
 
 
-def check_storage(url: str) -> None:
+def check_storage(url: str, study: str | None = None) -> None:
     """Open the storage before anything trains: the URL parses, its driver is installed, the server answers or the
-    file's folder exists; an in-memory database (which trial processes cannot share) is refused."""
+    file's folder exists; an in-memory database (which trial processes cannot share) is refused; a ``study`` of that
+    name there that siftcli did not start (its trials hold no siftcli values) is refused too."""
     if not url:
         return
     if "://" not in url:
@@ -90,6 +91,12 @@ def check_storage(url: str) -> None:
     except Exception as exc:  # OperationalError and friends: no server, wrong password, no such database
         first = first_line(exc)
         raise SiftcliError(f"--storage {url!r}: cannot open it ({exc.__class__.__name__}: {first})") from None
+    if study is not None:
+        names = set(optuna.study.get_all_study_names(storage=url))
+        if study in names and f"{study}:founder" not in names:
+            trials = len(optuna.load_study(study_name=study, storage=url).trials)
+            raise SiftcliError(f"--study {study}: {url} already holds a study of that name that siftcli did not start "
+                               f"({trials} trials of its own); give another --study name")
 
 
 def _create_tables(optuna: Any, url: str, attempts: int = 5) -> None:
