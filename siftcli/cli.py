@@ -244,7 +244,8 @@ def compare(
         _emit_json(result) if json_ else console.print(compare_view(result))
         return
     if len(targets) > 2:
-        raise SiftcliError(f"compare takes a recipe or two run folders, got {len(targets)} arguments")
+        raise SiftcliError(f"compare takes a recipe or two run folders, got {len(targets)} arguments: siftcli compare "
+                           "r.yaml, or siftcli compare RUN_A RUN_B")
     cfg = _load(targets[0] if targets else None, set_, report_to)
     arms = list(arm or []) + (["equal-time"] if equal_time else []) + (["random-keep"] if random_keep else [])
     if arms and quick:

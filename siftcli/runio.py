@@ -233,7 +233,8 @@ def claim(path: Path) -> None:
             if pid == os.getpid():
                 return
             if pid and _alive(pid):
-                raise SiftcliError(f"--output {path}: another siftcli process (pid {pid}) is writing to this folder") from None
+                raise SiftcliError(f"--output {path}: another siftcli process (pid {pid}) is writing to this folder; wait for it to "
+                           "end, or choose another folder") from None
             lock.unlink(missing_ok=True)
             continue
         with os.fdopen(fd, "w") as fh:
@@ -259,11 +260,11 @@ def ensure_writable(path: Path) -> None:
 
 def _ensure_writable(path: Path) -> None:
     if path.exists() and not path.is_dir():
-        raise SiftcliError(f"--output {path}: exists and is not a folder")
+        raise SiftcliError(f"--output {path}: exists and is not a folder; choose a folder path")
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".siftcli-write-test"
         probe.write_text("ok")
         probe.unlink()
     except OSError as exc:
-        raise SiftcliError(f"--output {path}: folder is not writable ({exc.strerror or exc})") from None
+        raise SiftcliError(f"--output {path}: folder is not writable ({exc.strerror or exc}); choose a folder you can write to") from None

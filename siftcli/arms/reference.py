@@ -38,7 +38,7 @@ from torch.utils.data import DataLoader
 from siftcli import parallel
 from siftcli.curate.ngram import cross_entropy_difference, label_losses
 from siftcli.errors import SiftcliError
-from siftcli.recipe.schema import Recipe
+from siftcli.recipe.schema import Recipe, empty_holdout
 from siftcli.runio import atomic_torch_save
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.scoring import Scorer
@@ -221,7 +221,7 @@ def holdout_reference(workload: Workload, recipe: Recipe,
                       initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
     """One reference trained on the holdout (data no arm trains on), scoring every training sample."""
     if not workload.holdout_data:
-        raise SiftcliError("sift.reference.kind holdout: the holdout is empty (holdout_source or holdout_fraction)")
+        raise empty_holdout("holdout")
     part = dataclasses.replace(workload, model=reference_model(workload, recipe, initial), noisy=None, groups=None,
                                train_data=workload.holdout_data)
     metrics = train(part, reference_recipe(recipe), arm="reference")
@@ -248,7 +248,7 @@ def naive_bayes_reference(workload: Workload, recipe: Recipe,
 def _counted(workload: Workload, kind: str, score: Any) -> tuple[Reference, list[RunMetrics]]:
     """A reference counted from the holdout's n-grams (``score(holdout, pool)``), timed; its errors one line each."""
     if not workload.holdout_data:
-        raise SiftcliError(f"sift.reference.kind {kind}: the holdout is empty (holdout_source or holdout_fraction)")
+        raise empty_holdout(kind)
     t0 = time.perf_counter()
     try:
         losses = score(workload.holdout_data, workload.train_data)

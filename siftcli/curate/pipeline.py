@@ -36,7 +36,7 @@ from siftcli.curate.engines import Engine
 from siftcli.curate.ngram import BUCKETS, Fitted, LabelFit, Relevance, pool_counts
 from siftcli.curate.tokens import Tokens, backend, distinct, from_texts, markers, strip_markers
 from siftcli.errors import SiftcliError
-from siftcli.recipe.schema import Recipe
+from siftcli.recipe.schema import Recipe, empty_holdout
 
 #: Rows per chunk: large enough that the per-job overhead is small, small enough that a job's text, tokens and
 #: hashing buffers stay in megabytes and the last chunks do not leave a core idle for long.
@@ -245,7 +245,7 @@ def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, h
          scans: list[Scan], total: np.ndarray | None) -> Fitted:
     """The reference fitted on the holdout (and, for relevance, the pool's summed n-gram counts)."""
     if holdout is None or len(holdout) == 0:
-        raise SiftcliError(f"sift.reference.kind {kind}: the holdout is empty (holdout_source or holdout_fraction)")
+        raise empty_holdout(kind)
     from siftcli.workload.data import column_values
 
     pair = column_values(holdout, recipe.data.text_pair_column) if recipe.data.text_pair_column else None

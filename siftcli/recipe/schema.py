@@ -137,6 +137,12 @@ class EvalSpec(_Strict):
 HOLDOUT_KINDS = ("holdout", "ngram", "naive-bayes")
 
 
+def empty_holdout(kind: str) -> SiftcliError:
+    """The one error for a reference that reads a holdout finding none (the streamed filter, the in-memory references)."""
+    return SiftcliError(f"sift.reference.kind {kind}: the holdout is empty; set sift.reference.holdout_fraction (such as "
+                        "0.1) or a holdout_source file with rows")
+
+
 class ReferenceSpec(_Strict):
     """The reference model behind ``sift.score: reducible | reference`` and the static filter.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -112,6 +113,8 @@ class SiftConfig:
                              "the training forward gives (loss or reducible, not entropy or margin)")
         if self.keep_fraction is not None and not 0 < self.keep_fraction <= 1:
             raise ValueError(f"keep_fraction must be in (0, 1], got {self.keep_fraction!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, numbers.Integral) or not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be a whole number, 0 or more (it seeds the keep decisions), got {self.seed!r}")
 
     @property
     def target_keep_fraction(self) -> float:

@@ -145,7 +145,8 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
                                        lambda text: emit("waiting", {"text": text}))
         done = {k: v for k, v in done.items() if k != "complete"}
         if done.get("recipe_sha256") != key:
-            raise SiftcliError(f"--study {settings.study}: its frontier was trained for another recipe")
+            raise SiftcliError(f"--study {settings.study}: its frontier was trained for another recipe; give another "
+                           "--study name, or the recipe it was trained for")
     done["points"].sort(key=lambda p: p["fraction"])
     atomic_write_json(path, done)
     return done

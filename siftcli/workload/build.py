@@ -145,7 +145,7 @@ def build_workload(recipe: Recipe) -> Workload:
     splits = splits_from_recipe(recipe)
     check_sift_fits(recipe, splits.unlabeled)
     if splits.unlabeled and recipe.data.label_noise:
-        raise SiftcliError("data.label_noise: the training data has no labels to flip")
+        raise SiftcliError("data.label_noise: the training data has no labels to flip; leave data.label_noise out")
     m = recipe.model
     num_labels = len(splits.label_names) if splits.label_names else None
     pad_values: dict[str, float] = {}

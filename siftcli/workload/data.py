@@ -135,11 +135,13 @@ def load_splits(
     needed = [input_column] + ([text_pair_column] if text_pair_column else []) + ([] if kind.labels == "tokens" else [label_column])
     # a training source without labels is read only where it can be used (distillation with alpha 1): the teacher labels it
     unlabeled = unlabeled_train and kind.labels == "class" and label_column not in train.column_names
-    for name, ds in (("train", train), ("eval", evald)):
+    keys = {text_pair_column: "data.text_pair_column", label_column: "data.label_column",
+            input_column: "data.image_column" if kind.inputs == "image" else "data.text_column"}  # the key that named it
+    for name, ds, where in (("train", train, source), ("eval", evald, eval_source or source)):
         missing = [c for c in needed if c not in ds.column_names and not (unlabeled and name == "train" and c == label_column)]
         if missing:
             raise SiftcliError(
-                f"data: column {missing[0]!r} not found in the {name} data ({source}); "
+                f"{keys.get(missing[0], 'data')}: column {missing[0]!r} not found in the {name} data ({where}); "
                 f"available columns: {', '.join(ds.column_names)}"
             )
     if max_train_samples:

@@ -35,7 +35,8 @@ def load_teacher(task: str, source: str, label_names: list[str] | None, tokenize
         teacher = auto.from_pretrained(path)
     except Exception as exc:
         first = first_line(exc)
-        raise SiftcliError(f"distill.teacher: cannot load {source!r} as a {task} model ({first})") from None
+        raise SiftcliError(f"distill.teacher: cannot load {source!r} as a {task} model ({first}); use a folder saved with "
+                           "save_pretrained (or a finished siftcli run), or a hub id") from None
     n = len(label_names or [])
     if teacher.config.num_labels != n:
         raise SiftcliError(f"distill.teacher: {source!r} predicts {teacher.config.num_labels} classes but the data has {n}; "

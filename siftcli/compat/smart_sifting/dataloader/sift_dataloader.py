@@ -91,8 +91,6 @@ class SiftingDataloader(SiftingDataLoader):
         if not isinstance(sift_config, (RelativeProbabilisticSiftConfig, dict)):
             raise TypeError(f"SiftingDataloader: sift_config must be a RelativeProbabilisticSiftConfig (or a dict of its "
                             f"fields), got {type(sift_config).__name__} {sift_config!r:.40}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"SiftingDataloader: seed must be a whole number, got {seed!r:.40}")
         if loss_impl is None or not callable(getattr(loss_impl, "loss", None)):
             raise TypeError("SiftingDataloader: loss_impl= is required: an instance of a Loss subclass whose loss(model, "
                             "transformed_batch, original_batch) returns one loss per sample")
