@@ -49,6 +49,8 @@ RECIPE_CASES = [
     ({"sift.bta": 1}, "unknown key 'sift.bta'; did you mean 'sift.beta'?"),
     ({"epoch": 1}, "unknown key 'epoch'; did you mean 'epochs'?"),
     ({"data.text_column": "sentence"}, "data.text_column: column 'sentence' not found in the train data"),
+    ({"data.eval_split": "test"}, "data.eval_split 'test': "),
+    ({"data.train_split": "foo"}, "data.train_split 'foo': "),
     ({"data.label_column": "lab"}, "data.label_column: column 'lab' not found in the train data"),
     ({"data.text_pair_column": "second"}, "data.text_pair_column: column 'second' not found in the train data"),
     ({"data.label_names": ["neg"]}, "not a class id in 0..0"),

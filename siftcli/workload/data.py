@@ -192,6 +192,11 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
             fmt = "hub"
     if fmt != "hub" and not path.exists():
         raise SiftcliError(f"{key}: file or folder {source!r} not found")
+    if fmt in ("csv", "tsv", "jsonl", "json", "parquet") and split != "train":  # one file, one table: no split to name
+        which = "data.eval_split" if key == "data.eval_split" else "data.train_split"
+        fix = "give data.eval_source (a file of evaluation rows) or data.eval_fraction" if which == "data.eval_split" \
+            else "leave data.train_split out"
+        raise SiftcliError(f"{which} {split!r}: {source!r} is a single {fmt} file, with no splits to choose from; {fix}")
     if fmt != "hub":
         _no_revision(revision, repr(source), f"a local {fmt} source")
     if fmt in ("csv", "tsv", "jsonl", "json") and path.is_file():
