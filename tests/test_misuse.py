@@ -40,6 +40,13 @@ class _Stream(IterableDataset):
     ({"epochs": 0}, ValueError, "epochs must be the run's length in epochs, a finite number above 0"),
     ({"epochs": float("nan")}, ValueError, "got nan"),
     ({"epochs": "3"}, ValueError, "got '3'"),
+    ({"padding_side": "middle"}, ValueError, "padding_side must be 'right' or 'left'"),
+    ({"pad_to_multiple_of": 0}, ValueError, "pad_to_multiple_of must be a positive whole number or None, got 0"),
+    ({"pad_values": 5}, TypeError, "pad_values must map field names to pad values"),
+    ({"batch_transform": 5}, TypeError, "batch_transform must be a callable batch -> batch, got int"),
+    ({"yield_on_device": "yes"}, TypeError, "yield_on_device must be True or False, got 'yes'"),
+    ({"meta_in_batch": "no"}, TypeError, "meta_in_batch must be True or False, got 'no'"),
+    ({"device": "gpu"}, ValueError, "device 'gpu': expected a torch device such as 'cpu' or 'cuda'"),
 ])
 def test_construction_names_the_argument(kwargs: dict, error: type, expected: str) -> None:
     with pytest.raises(error, match=expected):
@@ -135,3 +142,14 @@ def test_a_trainer_checkpoint_without_the_loaders_state_is_refused_unless_the_ep
     fresh.train(resume_from_checkpoint=str(checkpoint))
     assert fresh.state.global_step == whole.state.global_step and fresh.args.ignore_data_skip is True
     shutil.rmtree(tmp_path / "whole")
+
+
+def test_reference_losses_and_hooks_are_checked_where_they_are_given() -> None:
+    config = SiftConfig(beta=1.0, loss_history_length=16, sift_delay=1, scoring="fresh", score="reducible")
+    loader = DataLoader(_rows(), batch_size=8)
+    with pytest.raises(ValueError, match="reference_losses holds 10 values for a dataset of 64 samples"):
+        SiftingDataLoader(loader, torch.nn.Linear(4, 2), _loss, config, reference_losses=torch.zeros(10))
+    with pytest.raises(TypeError, match="reference_losses must be a 1-D Tensor .* got list"):
+        SiftingDataLoader(loader, torch.nn.Linear(4, 2), _loss, config, reference_losses=[0.0] * 64)
+    with pytest.raises(TypeError, match="hook must be a callable taking a BatchDecision, got int"):
+        _sifting().add_batch_hook(5)

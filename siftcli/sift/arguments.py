@@ -24,8 +24,9 @@ def raw_batches(dataloader: Any) -> int:
 
 
 def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batch_size: Any, *, epochs: Any = None,
-                    exact_len: Any = False) -> None:
-    """Each of ``SiftingDataLoader``'s arguments is of the kind it must be."""
+                    exact_len: Any = False, **options: Any) -> None:
+    """Each of ``SiftingDataLoader``'s arguments is of the kind it must be (``options``: its keyword arguments)."""
+    check_options(dataloader, **options)
     if not hasattr(dataloader, "__iter__") or isinstance(dataloader, (str, bytes, Mapping)):
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
     raw_batches(dataloader)
@@ -44,6 +45,38 @@ def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batc
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Real)
                                or not math.isfinite(epochs) or epochs <= 0):
         raise ValueError(f"epochs must be the run's length in epochs, a finite number above 0 (or None), got {epochs!r}")
+
+
+def check_options(dataloader: Any, *, padding_side: Any = "right", pad_to_multiple_of: Any = None, pad_values: Any = None,
+                  batch_transform: Any = None, yield_on_device: Any = False, meta_in_batch: Any = False,
+                  reference_losses: Any = None, device: Any = None) -> None:
+    """The loader's keyword arguments: each of its kind, a reference loss for every sample the loader can index."""
+    if padding_side not in ("right", "left"):
+        raise ValueError(f"padding_side must be 'right' or 'left' (as the tokenizer padded), got {padding_side!r}")
+    if pad_to_multiple_of is not None and (isinstance(pad_to_multiple_of, bool)
+                                           or not isinstance(pad_to_multiple_of, numbers.Integral) or pad_to_multiple_of < 1):
+        raise ValueError(f"pad_to_multiple_of must be a positive whole number or None, got {pad_to_multiple_of!r}")
+    if pad_values is not None and not isinstance(pad_values, Mapping):
+        raise TypeError(f"pad_values must map field names to pad values, such as {{'input_ids': tokenizer.pad_token_id}}, "
+                        f"got {type(pad_values).__name__}")
+    if batch_transform is not None and not callable(batch_transform):
+        raise TypeError(f"batch_transform must be a callable batch -> batch, got {type(batch_transform).__name__}")
+    for name, flag in (("yield_on_device", yield_on_device), ("meta_in_batch", meta_in_batch)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
+    if device is not None:
+        try:
+            torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"device {device!r}: expected a torch device such as 'cpu' or 'cuda' (default: the model's)") from None
+    if reference_losses is not None:
+        if not isinstance(reference_losses, torch.Tensor) or reference_losses.dim() != 1:
+            raise TypeError("reference_losses must be a 1-D Tensor, one reference loss per training sample (index), got "
+                            f"{type(reference_losses).__name__}")
+        n = getattr(getattr(dataloader, "dataset", None), "__len__", None)
+        if n is not None and reference_losses.numel() != n():
+            raise ValueError(f"reference_losses holds {reference_losses.numel()} values for a dataset of {n()} samples; pass "
+                             "one reference loss per training sample")
 
 
 #: What every saved loader state holds (:meth:`SiftingDataLoader.state_dict`).

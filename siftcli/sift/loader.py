@@ -87,7 +87,10 @@ class SiftingDataLoader:
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
                  exact_len: bool = False) -> None:
-        check_arguments(dataloader, model, loss_fn, config, batch_size, epochs=epochs, exact_len=exact_len)
+        check_arguments(dataloader, model, loss_fn, config, batch_size, epochs=epochs, exact_len=exact_len,
+                        padding_side=padding_side, pad_to_multiple_of=pad_to_multiple_of, pad_values=pad_values,
+                        batch_transform=batch_transform, yield_on_device=yield_on_device, meta_in_batch=meta_in_batch,
+                        reference_losses=reference_losses, device=device)
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
@@ -178,6 +181,8 @@ class SiftingDataLoader:
 
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
+        if not callable(hook):
+            raise TypeError(f"hook must be a callable taking a BatchDecision, got {type(hook).__name__}")
         self._on_batch.append(hook)
 
     @property
