@@ -149,7 +149,7 @@ def test_reference_losses_and_hooks_are_checked_where_they_are_given() -> None:
     loader = DataLoader(_rows(), batch_size=8)
     with pytest.raises(ValueError, match="reference_losses holds 10 values for a dataset of 64 samples"):
         SiftingDataLoader(loader, torch.nn.Linear(4, 2), _loss, config, reference_losses=torch.zeros(10))
-    with pytest.raises(TypeError, match="reference_losses must be a 1-D Tensor .* got list"):
+    with pytest.raises(TypeError, match="reference_losses must be a 1-D Tensor.*got list"):
         SiftingDataLoader(loader, torch.nn.Linear(4, 2), _loss, config, reference_losses=[0.0] * 64)
     with pytest.raises(TypeError, match="hook must be a callable taking a BatchDecision, got int"):
         _sifting().add_batch_hook(5)
