@@ -2,7 +2,7 @@
 
 An :class:`Entry` is a workload (a recipe and overrides, and a function that makes its data where the data is
 derived from ``../shared/data``) × a list of arms. Running it runs every seed through
-:func:`siftcli.arms.run.run_plan`, saves ``runs/bench/NAME/results.json`` after every seed (what finished is kept) and
+:func:`siftcli.arms.run.run_arms`, saves ``runs/bench/NAME/results.json`` after every seed (what finished is kept) and
 writes the entry's section of ``docs/benchmarks.md``. Legacy script entries (:data:`SCRIPTS`) keep their own
 drivers but are reached the same way, with ``--seeds`` a whole number everywhere.
 """
@@ -23,12 +23,13 @@ from typing import Any
 
 from benchmarks import entries
 from benchmarks.entry import DOC, OUT, ROOT, Entry  # noqa: F401  (Entry, ROOT: public here too)
-from siftcli.analysis.stats import metric_info, paired
-from siftcli.arms.run import run_plan
+from siftcli.analysis.stats import paired
+from siftcli.arms.run import run_arms
 from siftcli.errors import SiftcliError
 from siftcli.recipe.reader import load_recipe
 from siftcli.runio import atomic_write_json, atomic_write_text, read_json
 from siftcli.sift.stats import add_counts
+from siftcli.tasks import metric
 from siftcli.training.record import brief, paid_seconds
 
 
@@ -70,7 +71,7 @@ def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False)
         if seed in result["seeds"]:
             continue
         t0 = time.perf_counter()
-        runs = run_plan(recipe, list(entry.arms), [seed], folder / f"seed{seed}", subject=entry.subjects[0])[0]
+        runs = run_arms(recipe, list(entry.arms), [seed], folder / f"seed{seed}", subject=entry.subjects[0])[0]
         result["seeds"].append(seed)
         result["runs"].append({arm: brief(m) for arm, m in runs.items()})
         result["minutes"] = earlier + (time.perf_counter() - started) / 60
@@ -128,7 +129,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """Per arm: time over the full baseline as run and with the reference paid in full, the metric, group shares;
     per subject: the paired difference against every other arm (:func:`siftcli.analysis.stats.paired`)."""
     runs = result["runs"]
-    m = metric_info(runs[0]["baseline"]["metric"])
+    m = metric(runs[0]["baseline"]["metric"])
     sign = 1 if m.higher_is_better else -1
     arms: dict[str, Any] = {}
     for arm in runs[0]:

@@ -234,7 +234,8 @@ def compare(
 ) -> None:
     """The sifted run against the honest opponents (a baseline given the same time, the same fraction kept at random,
     a static filter where a reference ranks), then what sifting bought and what to do instead."""
-    from siftcli.commands import compare_run_dirs, run_compare
+    from siftcli.analysis.compare import compare_run_dirs
+    from siftcli.commands import run_compare
     from siftcli.errors import SiftcliError
     from siftcli.report.tables import compare_view
 

@@ -1,7 +1,8 @@
 """Plain functions behind the CLI: one run and a comparison against honest opponents (the sweep: :mod:`siftcli.sweep.run`).
 
-They work without the CLI (import and call them) and write everything under a run folder.
-``prepare`` and ``run_arm`` are public so scripts build other experiments from the same pieces.
+They work without the CLI (import and call them) and write everything under a run folder. Scripts that build other
+experiments take the same pieces from where they live: :func:`siftcli.arms.context.prepare`,
+:func:`siftcli.arms.run.run_arms` and :func:`siftcli.arms.run.run_one`.
 """
 
 from __future__ import annotations
@@ -13,19 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from siftcli import parallel
-from siftcli.analysis.stats import CompareResult, compare_pair, summarise_seeds
-from siftcli.analysis.verdict import verdict
+from siftcli.analysis.compare import summarise_compare, tracked
+from siftcli.analysis.stats import CompareResult
 from siftcli.arms.context import SeedContext, preflight, prepare, write_label_noise
-from siftcli.arms.run import run_plan
-from siftcli.arms.table import check_arms, default_arms, lowest, subject_of
-from siftcli.curate.dedup import drop_near_copies
+from siftcli.arms.run import run_arms
+from siftcli.arms.table import check_arms, default_arms, filtered, subject_of
 from siftcli.curate.engines import Engine
 from siftcli.curate.pipeline import CurateResult, filter_pool, streamable
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.report.html import report_html
 from siftcli.report.plots import write_plots
-from siftcli.report.trackers import Scalar, open_trackers
+from siftcli.report.trackers import open_trackers
 from siftcli.runio import (
     TABLE_KINDS,
     Event,
@@ -34,12 +34,11 @@ from siftcli.runio import (
     claim,
     ensure_writable,
     make_run_dir,
-    read_json,
     write_table,
 )
 from siftcli.training.loop import train
 from siftcli.training.pilot import pilot_check
-from siftcli.training.record import RunMetrics, brief, final_value, keep_value
+from siftcli.training.record import RunMetrics, brief, keep_value
 from siftcli.training.resume import data_fingerprint, reference_not_kept, resumable, same_data
 from siftcli.training.setup import save_model, sift_config
 from siftcli.workload.build import build_workload, resolve_device
@@ -161,16 +160,14 @@ def _filter_in_memory(recipe: Recipe, keep: float | None, dedup: float | None, p
     preflight(recipe)
     workload = build_workload(recipe)
     n = len(workload.train_data)
-    chosen = list(range(n))
     result = CurateResult(output=str(path), kept=0, of=n, keep=0.0, engine="in-memory")
     result.phases["read"] = time.perf_counter() - started
+    done = filtered(SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())), "filter", dedup, keep)
+    chosen = done.rows  # the filter arm's rows, by construction
     if dedup is not None:
-        chosen, seconds = drop_near_copies(workload.train_data, dedup)
-        result.dedup_similarity, result.dedup_kept, result.phases["near-copies"] = dedup, len(chosen), seconds
-    if keep is not None:
-        reference = SeedContext(recipe, workload, copy.deepcopy(workload.model.state_dict())).reference("filter")
-        chosen = [chosen[i] for i in lowest(reference.losses[chosen], keep)]
-        cost = reference.summary()
+        result.dedup_similarity, result.dedup_kept, result.phases["near-copies"] = dedup, done.after_dedup, done.upfront["dedup"]
+    if done.reference is not None:
+        reference, cost = done.reference, done.reference.summary()
         result.reference_kind, result.reference_cached, result.phases["reference"] = reference.kind, cost["cached"], cost["paid_seconds"]
     t0 = time.perf_counter()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,7 +213,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
 
     trackers = open_trackers(recipe, run_dir, group=run_dir.name, seeds=seeds, on_event=on_event)
     try:
-        all_runs = run_plan(recipe, chosen, seed_list, run_dir, subject=subject,
+        all_runs = run_arms(recipe, chosen, seed_list, run_dir, subject=subject,
                             on_event=trackers.wrap(on_event) if trackers else on_event, workloads=workloads, live=finished)
     except BaseException as exc:
         if trackers:
@@ -235,61 +232,8 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     traces = {arm: keep_value(m, "trace") for arm, m in all_runs[0].items()}
     atomic_write_text(run_dir / "report.html", report_html(result, traces))
     if trackers:
-        trackers.finish_group(_tracked(result), [run_dir / "compare.json", *map(Path, result["plots"]), run_dir / "report.html"])
+        trackers.finish_group(tracked(result), [run_dir / "compare.json", *map(Path, result["plots"]), run_dir / "report.html"])
     return run_dir, result
-
-
-def _tracked(result: CompareResult) -> dict[str, Scalar]:
-    """A comparison's record for the trackers: the verdict, and each arm's metric and time against the baseline."""
-    out: dict[str, Scalar] = {"verdict": str(result["verdict"])}
-    first = result["runs"][0]
-    base = first.get("baseline")
-    for arm, run in first.items():
-        value = final_value(run)
-        if value is not None:
-            out[f"{arm}/{run['metric']}"] = value
-        if base and base.get("train_seconds"):
-            out[f"{arm}/time_ratio"] = run["train_seconds"] / base["train_seconds"]
-    return out
-
-
-def summarise_compare(all_runs: list[dict[str, RunMetrics]], drop_points: float, name: str, seeds: list[int],
-                      subject: str = "sifted") -> CompareResult:
-    """compare.json: every seed's arms (brief), the per-seed pairs, paired statistics over seeds and the verdict."""
-    pairs = []
-    for seed, runs in zip(seeds, all_runs):
-        pair = compare_pair(runs, drop_points, subject)
-        pair["seed"] = seed
-        pairs.append(pair)
-    summary = summarise_seeds(pairs) if len(pairs) > 1 else None
-    return {"status": "completed", "recipe": name, "runs": [{a: brief(m) for a, m in r.items()} for r in all_runs],
-            "pairs": pairs, "seeds_summary": summary,
-            "verdict": verdict(pairs[0], all_runs[0][subject].get("sift"), summary)}
-
-
-_RUN_FIELDS = {"metric": str, "higher_is_better": bool, "final": dict, "train_seconds": (int, float),
-               "total_seconds": (int, float), "curve": list}
-
-
-def compare_run_dirs(dir_a: str, dir_b: str, drop_points: float = 0.5) -> CompareResult:
-    """Compare two finished run folders (baseline first) without training."""
-    runs = []
-    for d in (dir_a, dir_b):
-        path = Path(d)
-        if not path.is_dir():
-            raise SiftcliError(f"{d}: run folder not found")
-        m = read_json(path / "metrics.json")
-        if not isinstance(m, dict) or not all(isinstance(m.get(k), t) for k, t in _RUN_FIELDS.items()):
-            raise SiftcliError(f"{d}/metrics.json: not the metrics of a siftcli run (expected {', '.join(_RUN_FIELDS)})")
-        if m.get("status") != "completed":
-            raise SiftcliError(f"{d}: the run did not finish (status {m.get('status')!r}); a verdict needs two completed runs")
-        runs.append(m)
-    a, b = runs
-    if a.get("metric") != b.get("metric"):
-        raise SiftcliError(f"{dir_b}: measures {b.get('metric')!r} but {dir_a} measures {a.get('metric')!r}; cannot compare")
-    pair = compare_pair({"baseline": a, "sifted": b}, drop_points)
-    return {"runs": [{"baseline": brief(a), "sifted": brief(b)}], "pairs": [pair], "seeds_summary": None,
-            "pilot_warning": None, "verdict": verdict(pair, b.get("sift")), "plots": []}
 
 
 def validate_recipe_sources(recipe: Recipe) -> list[str]:

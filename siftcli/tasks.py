@@ -29,10 +29,6 @@ class Task:
     def default_loss(self) -> str:
         return self.losses[0]
 
-    @property
-    def higher_is_better(self) -> bool:
-        return METRICS[self.metric].higher_is_better
-
     def loss_kind(self, loss: str) -> str:
         """The per-sample loss kind of a recipe's ``loss`` (``auto`` or one of :attr:`losses`)."""
         return self.default_loss if loss == "auto" else loss
@@ -72,7 +68,8 @@ TASKS: dict[str, Task] = {
 
 
 def metric(name: str) -> Metric:
-    """The :class:`Metric` called ``name``; an unknown name (a user's own) reads as lower-is-better, unscaled."""
+    """The :class:`Metric` called ``name``; an unknown name (a user's own) reads as lower-is-better, unscaled. The one
+    place that answers whether higher is better (``metric(name).higher_is_better``)."""
     return METRICS.get(name) or Metric(name, False)
 
 

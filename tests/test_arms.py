@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from siftcli.arms.context import SeedContext
-from siftcli.arms.run import run_one, run_plan
+from siftcli.arms.run import run_arms, run_one
 from siftcli.arms.table import ARMS, arm_row, check_arms, default_arms, ordered, random_keep_changes
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import validate_recipe
@@ -97,7 +97,7 @@ def test_a_plan_gives_each_seed_its_own_weights_and_every_arm_of_a_seed_the_same
 
     with _pytest.MonkeyPatch.context() as mp:
         mp.setattr(train_mod, "train", spy)
-        runs = run_plan(recipe, ["baseline", "random-keep", "train-less:fraction=0.5"], [0, 1], tmp_path)
+        runs = run_arms(recipe, ["baseline", "random-keep", "train-less:fraction=0.5"], [0, 1], tmp_path)
     assert list(runs[0]) == ["baseline", "sifted", "random-keep", "train-less:fraction=0.5"]
     for seed in (0, 1):
         first = starts[(seed, "baseline")]
@@ -114,7 +114,7 @@ def test_target_only_trains_on_the_target_group_and_every_arm_reports_group_shar
     path = tmp_path / "pool.csv"
     path.write_text("text,label,domain\n" + "\n".join(f"{t},{y},{'in' if i % 3 == 0 else 'off'}" for i, (t, y) in enumerate(rows)))
     recipe = validate_recipe(tiny_recipe_dict(path, epochs=1, **{"data.group_column": "domain", "data.target_group": "in"}))
-    runs = run_plan(recipe, ["baseline", "target-only"], [0], tmp_path / "out")[0]
+    runs = run_arms(recipe, ["baseline", "target-only"], [0], tmp_path / "out")[0]
     only, base = runs["target-only"], runs["baseline"]
     assert only["groups"]["in"]["share_of_kept"] == 1.0 and only["groups"]["off"]["kept"] == 0
     assert only["subset"]["samples"] == base["groups"]["in"]["samples"]

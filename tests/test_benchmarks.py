@@ -167,13 +167,13 @@ def test_an_interrupted_entry_resumes_after_its_finished_seeds_and_never_mixes_r
 
     monkeypatch.setattr(harness, "OUT", tmp_path / "bench")
     ran: list[int] = []
-    real = harness.run_plan
+    real = harness.run_arms
 
     def spy(recipe, arms, seeds, folder, **kw):  # noqa: ANN001, ANN003, ANN202
         ran.extend(seeds)
         return real(recipe, arms, seeds, folder, **kw)
 
-    monkeypatch.setattr(harness, "run_plan", spy)
+    monkeypatch.setattr(harness, "run_arms", spy)
     entry = harness.Entry("t", "Test", str(tiny_recipe(epochs=1)), ("baseline", "sifted"))
     first = harness.run_entry(entry, 1, [])  # as if stopped after seed 0
     saved = json.loads((tmp_path / "bench" / "t" / "results.json").read_text())

@@ -248,3 +248,15 @@ def test_engine_options_are_checked_in_one_line() -> None:
         Engine(workers=0)
     with pytest.raises(SiftcliError, match="--scheduler is a Dask scheduler address: give it with --engine dask"):
         Engine(scheduler="tcp://localhost:8786")
+
+
+def test_a_chunk_worker_imports_neither_torch_nor_transformers() -> None:
+    """The promise that workers start light is kept by a wall, not by reading: the module the engines send jobs from
+    imports no deep-learning stack (nor datasets, which reads the pool on the driver)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, siftcli.curate.chunks, siftcli.curate.engines; "
+            "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

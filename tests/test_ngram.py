@@ -59,7 +59,7 @@ def _two_domain_data(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_an_ngram_reference_ranks_target_texts_first_and_trains_nothing(tmp_path: Path, monkeypatch) -> None:
-    from siftcli.arms.table import lowest
+    from siftcli.curate.pipeline import lowest
 
     pool, holdout = _two_domain_data(tmp_path)
     monkeypatch.setattr(reference_mod, "train", lambda *a, **k: pytest.fail("an n-gram reference trains no model"))
@@ -115,7 +115,7 @@ def test_naive_bayes_gives_a_label_that_fits_its_words_a_low_loss_and_a_flipped_
 
 def test_a_naive_bayes_reference_ranks_mislabelled_texts_last_trains_nothing_and_is_cached(tmp_path: Path,
                                                                                            monkeypatch) -> None:
-    from siftcli.arms.table import lowest
+    from siftcli.curate.pipeline import lowest
 
     rng = random.Random(4)
 

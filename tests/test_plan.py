@@ -15,7 +15,7 @@ from siftcli.arms.run import run_one
 from siftcli.arms.table import check_arms
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
-from siftcli.plan.record import Confirmation, Paired, PlanRecord
+from siftcli.plan.record import Confirmation, PlanRecord, Versus
 from siftcli.plan.run import _decide, run_plan, split_eval
 from siftcli.plan.strategies import strategies
 from siftcli.recipe.reader import load_recipe
@@ -128,11 +128,11 @@ def test_nothing_confirmed_means_train_on_everything() -> None:
     record = PlanRecord("running", "r", "accuracy", 3, 1, 3, baseline_seconds=10.0)
     _decide(record)
     assert record.pick == "baseline" and record.payback_runs is None and record.answer.startswith("train on everything")
-    worse = Paired("baseline", -3.0, 0.5, 3, (-5.0, -1.5), [-3.0, -3.5, -2.5])
+    worse = Versus("baseline", -3.0, 0.5, 3, (-5.0, -1.5), [-3.0, -3.5, -2.5])
     record.confirmations = [Confirmation("filter:fraction=0.25", [1, 2, 3], [0.8] * 3, [0.83] * 3, 0.3, 5.0, [worse], False)]
     _decide(record)
     assert record.pick == "baseline" and "inconclusive" not in record.answer  # the whole interval is beyond the tolerance
-    unsure = Paired("baseline", 0.07, 0.47, 3, (-1.95, 2.08), [0.5, -0.4, 0.1])
+    unsure = Versus("baseline", 0.07, 0.47, 3, (-1.95, 2.08), [0.5, -0.4, 0.1])
     record.confirmations = [Confirmation("sifted:beta=2", [1, 2, 3], [0.94] * 3, [0.94] * 3, 0.63, 5.0, [unsure], False)]
     _decide(record)
     assert record.pick == "baseline" and "sifted:beta=2: +0.07 ± 0.47 points over 3 seeds" in record.answer

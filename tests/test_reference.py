@@ -73,7 +73,7 @@ def test_a_holdout_reference_is_built_once_cached_by_key_and_reused(text_csv: Pa
 
 
 def test_within_label_percentiles_rank_each_class_alone_so_a_kept_fraction_is_that_fraction_of_every_class() -> None:
-    from siftcli.arms.table import lowest
+    from siftcli.curate.pipeline import lowest
 
     # class 0 is easy for the reference (losses 0.0-0.5), class 1 hard (5-10): raw, the lowest half is class 0 only
     losses = torch.tensor([0.1, 5.0, 0.3, 7.0, 0.0, 9.0, 0.5, 6.0, float("nan"), 10.0])

@@ -18,7 +18,7 @@ from siftcli.sweep import study as studies
 from siftcli.sweep import workers
 from siftcli.sweep.run import non_dominated, run_sweep
 from siftcli.sweep.settings import SweepSettings
-from siftcli.sweep.space import parse_space
+from siftcli.sweep.space import apply_params, parse_space
 from tests.conftest import tiny_recipe_dict
 
 pytest.importorskip("optuna")
@@ -216,17 +216,17 @@ def test_the_search_space_reaches_the_reference_and_the_memory_refresh(tmp_path:
         "score=loss,reducible", "reference=cross-fit,holdout:0.2,model:builtin:minilm", "reference_epochs=0.5:2",
         "memory_refresh=score,train", "scoring=fresh,memory"])
     assert space["reference"]["values"] == ["cross-fit", "holdout:0.2", "model:builtin:minilm"]
-    trial = sweep.apply_params(recipe, {"score": "reducible", "reference": "holdout:0.2", "reference_epochs": 2.0,
+    trial = apply_params(recipe, {"score": "reducible", "reference": "holdout:0.2", "reference_epochs": 2.0,
                                         "memory_refresh": "train", "scoring": "memory"})
     ref = trial.sift.reference
     assert (ref.kind, ref.holdout_fraction, ref.model, ref.epochs) == ("holdout", 0.2, None, 2.0)
     assert trial.sift.memory_refresh == "train" and trial.sift.scoring == "memory"
-    model = sweep.apply_params(recipe, {"reference": "model:builtin:minilm"}).sift.reference
+    model = apply_params(recipe, {"reference": "model:builtin:minilm"}).sift.reference
     assert (model.kind, model.model, model.holdout_fraction) == ("model", "builtin:minilm", None)
-    bayes = sweep.apply_params(recipe, {"score": "reference", "reference": "naive-bayes:0.1"}).sift.reference
+    bayes = apply_params(recipe, {"score": "reference", "reference": "naive-bayes:0.1"}).sift.reference
     assert (bayes.kind, bayes.holdout_fraction) == ("naive-bayes", 0.1)
     with pytest.raises(SiftcliError, match="expected ngram:FRACTION such as ngram:0.1"):
-        sweep.apply_params(recipe, {"score": "reference", "reference": "ngram"})
+        apply_params(recipe, {"score": "reference", "reference": "ngram"})
 
 
 def test_settings_check_themselves_for_a_python_caller_too() -> None:

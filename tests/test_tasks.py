@@ -19,7 +19,6 @@ def test_every_task_defines_what_the_modules_ask() -> None:
         assert task.name == name and task.losses and task.metric in METRICS
         assert task.auto_class.startswith("AutoModelFor")
         assert task.loss_kind("auto") == task.losses[0]
-        assert task.higher_is_better == METRICS[task.metric].higher_is_better
 
 
 def test_no_module_but_the_table_names_a_metric() -> None:

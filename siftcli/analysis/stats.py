@@ -154,7 +154,7 @@ def compare_pair(runs: dict[str, RunMetrics], drop_points: float = 0.5, subject:
     of deciding online rather than once before training.
     """
     baseline, sifted = runs[reference], runs[subject]
-    m = metric_info(baseline["metric"])
+    m = metric(baseline["metric"])
     target = target_for(baseline, drop_points)
     b_tta, s_tta = time_to_target(baseline, target), time_to_target(sifted, target)
     b_val, s_val = metric_value(baseline), metric_value(sifted)
@@ -194,10 +194,6 @@ def compare_pair(runs: dict[str, RunMetrics], drop_points: float = 0.5, subject:
         out["noisy_share_kept"] = noise["kept_share_after_delay"]
         out["noise_rate"] = noise["rate"]
     return out
-
-
-def metric_info(name: str) -> Any:
-    return metric(name)
 
 
 def diff_points(a: float | None, b: float | None, m: Any) -> float | None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from siftcli.analysis.stats import MIN_SEEDS, Pair, Paired, SeedsSummary, metric_info
+from siftcli.analysis.stats import MIN_SEEDS, Pair, Paired, SeedsSummary
+from siftcli.tasks import metric
 
 
 def verdict(pair: Pair, sift: dict[str, Any] | None, seeds: SeedsSummary | None = None) -> str:
@@ -15,7 +16,7 @@ def verdict(pair: Pair, sift: dict[str, Any] | None, seeds: SeedsSummary | None 
     ratio = pair.get("time_to_target_ratio")
     eq = pair.get("equal_epoch_ratio")
     pred = pair.get("predicted_ratio")
-    m = metric_info(pair["metric"])
+    m = metric(pair["metric"])
     parts: list[str] = []
     who = "sifting" if pair.get("subject", "sifted").startswith("sifted") else pair["subject"]
     over = (seeds or {}).get("vs", {})

@@ -19,7 +19,7 @@ from siftcli.training.setup import sift_config
 from siftcli.workload.build import build_workload
 
 
-def run_plan(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
+def run_arms(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
              on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
              live: list[dict[str, RunMetrics]] | None = None) -> list[dict[str, RunMetrics]]:
     """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.

@@ -1,8 +1,8 @@
 """The table of arms: every run a comparison can hold, as data.
 
 An arm is a row of :data:`ARMS`: a name, what it stands for, the arms it needs to have run first in the same seed,
-and a function that derives what it trains (:class:`Plan`: a recipe, engine changes or none, and optionally a subset
-of the training data) from that seed's context. :func:`run_plan` runs a list of arms per seed, every seed from its
+and a function that derives what it trains (:class:`ArmPlan`: a recipe, engine changes or none, and optionally a subset
+of the training data) from that seed's context. :func:`run_arms` runs a list of arms per seed, every seed from its
 own initial weights and (where the data has no fixed split) its own split, every arm of a seed from the same weights
 and data order. ``siftcli compare``, the sweep's baseline frontier and every benchmark go through it, so adding an
 opponent is one row here, its derive function and a test.
@@ -20,6 +20,7 @@ from typing import Any
 
 from siftcli.arms.context import SeedContext
 from siftcli.curate.dedup import DEFAULT_SIMILARITY, drop_near_copies
+from siftcli.curate.pipeline import lowest
 from siftcli.errors import SiftcliError
 from siftcli.recipe.reader import apply_override, load_yaml_text
 from siftcli.recipe.schema import Recipe, validate_recipe
@@ -30,7 +31,7 @@ from siftcli.training.setup import SIFT_FIELDS, sift_config
 
 
 @dataclass(frozen=True)
-class Plan:
+class ArmPlan:
     """What one arm trains: ``recipe``; ``sift`` engine changes (``None``: no sifting, the loader keeps everything);
     ``subset``: training sample indices (``None``: all); ``pays_reference``: the reference is on its clock even
     though it does not sift (the static filter chose its subset with it); ``upfront``: seconds of work done before
@@ -46,12 +47,12 @@ class Plan:
 
 @dataclass(frozen=True)
 class Arm:
-    """One row of the table: ``derive(context, name)`` returns the arm's :class:`Plan`; ``needs``: arms (``subject``:
+    """One row of the table: ``derive(context, name)`` returns the arm's :class:`ArmPlan`; ``needs``: arms (``subject``:
     the compared sifted arm) that must have run first in the same seed."""
 
     name: str
     about: str
-    derive: Callable[[SeedContext, str], Plan]
+    derive: Callable[[SeedContext, str], ArmPlan]
     needs: tuple[str, ...] = ()
     sifts: bool = False
     check: Callable[[Recipe, str], None] | None = None  # refuses a recipe the arm cannot run, before anything trains
@@ -76,22 +77,22 @@ def _no_keys(recipe: Recipe, name: str) -> None:
         raise SiftcliError(f"--arm {name!r}: {name.partition(':')[0]} takes no settings (got {', '.join(sorted(changes))})")
 
 
-def _sifted(ctx: SeedContext, name: str) -> Plan:
-    return Plan(ctx.recipe, _changes(name))
+def _sifted(ctx: SeedContext, name: str) -> ArmPlan:
+    return ArmPlan(ctx.recipe, _changes(name))
 
 
-def _equal_time(ctx: SeedContext, name: str) -> Plan:
+def _equal_time(ctx: SeedContext, name: str) -> ArmPlan:
     """A baseline given the subject's wall-clock in seconds, reference paid in full, learning rate fully decayed at its
     end."""
-    return Plan(equal_time_recipe(ctx.recipe, ctx.runs["baseline"], ctx.runs[ctx.subject]))
+    return ArmPlan(equal_time_recipe(ctx.recipe, ctx.runs["baseline"], ctx.runs[ctx.subject]))
 
 
-def _random_keep(ctx: SeedContext, name: str) -> Plan:
+def _random_keep(ctx: SeedContext, name: str) -> ArmPlan:
     """The subject's kept fraction after the same delay, chosen uniformly at random: the value of selection."""
-    return Plan(ctx.recipe, random_keep_changes(ctx.runs[ctx.subject]))
+    return ArmPlan(ctx.recipe, random_keep_changes(ctx.runs[ctx.subject]))
 
 
-def _static_filter(ctx: SeedContext, name: str) -> Plan:
+def _static_filter(ctx: SeedContext, name: str) -> ArmPlan:
     """The subject's overall kept fraction, chosen once before training: the samples with the lowest reference loss
     (what the reference finds learnable and on target). The offline alternative a careful user would try.
 
@@ -100,11 +101,11 @@ def _static_filter(ctx: SeedContext, name: str) -> Plan:
     per-epoch fraction sees fewer distinct samples than an online draw that changes every epoch; this one does not, so
     it is the static opponent a careful user who filters once and trains less would pick."""
     fraction = _static_fraction(name)
-    subset = lowest(ctx.reference(name).losses, kept_fraction(ctx.runs[ctx.subject]) if fraction is None else fraction)
+    subset = lowest(ctx.reference(name).losses, kept_fraction(ctx.runs[ctx.subject]) if fraction is None else fraction).tolist()
     if fraction is None:
-        return Plan(ctx.recipe, subset=subset, pays_reference=True)
+        return ArmPlan(ctx.recipe, subset=subset, pays_reference=True)
     steps = max(1, int(ctx.runs[ctx.subject]["optimizer_steps"]))
-    return Plan(capped(ctx.recipe, steps, len(subset) // ctx.recipe.batch_size), subset=subset, pays_reference=True)
+    return ArmPlan(capped(ctx.recipe, steps, len(subset) // ctx.recipe.batch_size), subset=subset, pays_reference=True)
 
 
 def _static_fraction(name: str) -> float | None:
@@ -122,21 +123,11 @@ def _check_static(recipe: Recipe, name: str) -> None:
     _static_fraction(name)
 
 
-def lowest(losses: Any, keep: float) -> list[int]:
-    """The ``keep`` fraction (at least one) of sample indices with the lowest loss, ties by index, non-finite last;
-    in index order. The static filter's choice, for the arm and for ``siftcli filter`` alike."""
-    import torch
-
-    k = max(1, int(round(keep * losses.numel())))
-    ranked = torch.where(torch.isfinite(losses), losses.float(), torch.tensor(math.inf)).sort(stable=True).indices
-    return sorted(ranked[:k].tolist())
-
-
-def _dedup(ctx: SeedContext, name: str) -> Plan:
+def _dedup(ctx: SeedContext, name: str) -> ArmPlan:
     """Near-copies dropped once before training (``dedup:threshold=0.8``; default 0.7 Jaccard similarity of token
     bigrams), the rest trained on the full schedule; the search is on the arm's clock."""
     kept, seconds = drop_near_copies(ctx.workload.train_data, float(_changes(name).get("threshold", DEFAULT_SIMILARITY)))
-    return Plan(ctx.recipe, subset=kept, upfront={"dedup": seconds})
+    return ArmPlan(ctx.recipe, subset=kept, upfront={"dedup": seconds})
 
 
 def _check_dedup(recipe: Recipe, name: str) -> None:
@@ -184,25 +175,45 @@ def _filter_changes(recipe: Recipe, name: str) -> tuple[float | None, str | None
     return fraction, kind, dedup
 
 
-def _filter(ctx: SeedContext, name: str) -> Plan:
+def _filter(ctx: SeedContext, name: str) -> ArmPlan:
     """The pool filtered once before training, the rest trained on the recipe's full schedule: near-copies dropped
     (``dedup=T``), then the ``fraction=F`` with the lowest reference loss (``reference=KIND``, default the recipe's
     own), the reference and the search on the arm's clock. What ``siftcli filter`` writes and a recipe then trains on."""
     fraction, kind, dedup = _filter_changes(ctx.recipe, name)
-    chosen, upfront = list(range(len(ctx.workload.train_data))), {}
+    done = filtered(ctx, name, dedup, fraction, kind)
+    return ArmPlan(ctx.recipe, subset=done.rows, pays_reference=fraction is not None, upfront=done.upfront, reference_kind=kind)
+
+
+@dataclass
+class Filtered:
+    """What :func:`filtered` kept: the rows, the search's seconds (``{"dedup": s}``), the rows left after the near-copy
+    search (None without one) and the reference that ranked them (None without a fraction)."""
+
+    rows: list[int]
+    upfront: dict[str, float]
+    after_dedup: int | None = None
+    reference: Any = None
+
+
+def filtered(ctx: SeedContext, name: str, dedup: float | None, fraction: float | None, kind: str | None = None) -> Filtered:
+    """The pool filtered once, in memory: near-copies dropped (``dedup``, a similarity), then the ``fraction`` with the
+    lowest reference loss (``kind``, default the recipe's own). The filter arm trains on these rows and ``siftcli
+    filter`` writes them (the in-memory path), so the two agree by construction."""
+    out = Filtered(list(range(len(ctx.workload.train_data))), {})
     if dedup is not None:
-        chosen, upfront["dedup"] = drop_near_copies(ctx.workload.train_data, dedup)
+        out.rows, out.upfront["dedup"] = drop_near_copies(ctx.workload.train_data, dedup)
+        out.after_dedup = len(out.rows)
     if fraction is not None:
-        losses = ctx.reference(name, kind=kind).losses
-        chosen = [chosen[i] for i in lowest(losses[chosen], fraction)]
-    return Plan(ctx.recipe, subset=chosen, pays_reference=fraction is not None, upfront=upfront, reference_kind=kind)
+        out.reference = ctx.reference(name, kind=kind)
+        out.rows = [out.rows[i] for i in lowest(out.reference.losses[out.rows], fraction).tolist()]
+    return out
 
 
 def _check_filter(recipe: Recipe, name: str) -> None:
     _filter_changes(recipe, name)
 
 
-def _random_subset(ctx: SeedContext, name: str) -> Plan:
+def _random_subset(ctx: SeedContext, name: str) -> ArmPlan:
     """A uniform random ``fraction=F`` of the pool (drawn per seed), trained on the recipe's full schedule: what a
     filter's choice of that many rows is worth over chance."""
     import torch
@@ -210,7 +221,7 @@ def _random_subset(ctx: SeedContext, name: str) -> Plan:
     fraction = _random_fraction(name)
     n = len(ctx.workload.train_data)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(104_729 + int(ctx.recipe.seed)))
-    return Plan(ctx.recipe, subset=sorted(order[: max(1, round(fraction * n))].tolist()))
+    return ArmPlan(ctx.recipe, subset=sorted(order[: max(1, round(fraction * n))].tolist()))
 
 
 def _random_fraction(name: str) -> float:
@@ -220,21 +231,21 @@ def _random_fraction(name: str) -> float:
     return _fraction(name, changes["fraction"])
 
 
-def _target_only(ctx: SeedContext, name: str) -> Plan:
+def _target_only(ctx: SeedContext, name: str) -> ArmPlan:
     """Only the pool's rows of ``data.target_group``: the ceiling a perfect filter of a mixed pool reaches."""
     w, target = ctx.workload, ctx.recipe.data.target_group
     if target is None or w.groups is None:
         raise SiftcliError("--arm target-only needs data.group_column and data.target_group in the recipe")
     code = w.group_names.index(target)
-    return Plan(ctx.recipe, subset=[i for i, g in enumerate(w.groups.tolist()) if g == code])
+    return ArmPlan(ctx.recipe, subset=[i for i, g in enumerate(w.groups.tolist()) if g == code])
 
 
-def _train_less(ctx: SeedContext, name: str) -> Plan:
+def _train_less(ctx: SeedContext, name: str) -> ArmPlan:
     """The baseline stopped at ``fraction`` of the full baseline's steps, schedule fully decayed there: what training
     less buys (``train-less:fraction=0.5``; the sweep's baseline frontier is made of these)."""
     fraction = _less_fraction(name)
     steps = max(1, round(fraction * ctx.runs["baseline"]["optimizer_steps"]))
-    return Plan(ctx.recipe.model_copy(update={"max_steps": steps}))
+    return ArmPlan(ctx.recipe.model_copy(update={"max_steps": steps}))
 
 
 def _less_fraction(name: str) -> float:
@@ -261,13 +272,13 @@ def _check_sifted(recipe: Recipe, name: str) -> None:
         raise SiftcliError(f"--arm {name!r}: {exc}") from None
 
 
-def _variant(ctx: SeedContext, name: str) -> Plan:
+def _variant(ctx: SeedContext, name: str) -> ArmPlan:
     """The recipe with ``--set``-style overrides (``variant:sift.beta=2,sift.mode=calibrated``): sifted if it sifts."""
     raw = ctx.recipe.model_dump(mode="json")
     for item in filter(None, (p.strip() for p in name.partition(":")[2].split(","))):
         apply_override(raw, item)
     recipe = validate_recipe(raw, f"--arm {name}")
-    return Plan(recipe, {} if recipe.sift.enabled else None)
+    return ArmPlan(recipe, {} if recipe.sift.enabled else None)
 
 
 def _needs_target(recipe: Recipe, name: str) -> None:
@@ -280,8 +291,8 @@ def _check_variant(recipe: Recipe, name: str) -> None:
     _variant(SeedContext(recipe, None, {}), name)
 
 
-def _baseline(ctx: SeedContext, name: str) -> Plan:
-    return Plan(ctx.recipe)
+def _baseline(ctx: SeedContext, name: str) -> ArmPlan:
+    return ArmPlan(ctx.recipe)
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (

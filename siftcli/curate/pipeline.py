@@ -32,9 +32,10 @@ from typing import Any
 import numpy as np
 
 from siftcli.curate import dedup as dd
+from siftcli.curate.chunks import Context, Scan, chunk_bigrams, scan_chunk, score_chunk
 from siftcli.curate.engines import Engine
-from siftcli.curate.ngram import BUCKETS, Fitted, LabelFit, Relevance, pool_counts
-from siftcli.curate.tokens import Tokens, backend, distinct, from_texts, markers, strip_markers
+from siftcli.curate.ngram import BUCKETS, Fitted, LabelFit, Relevance
+from siftcli.curate.tokens import backend, distinct, from_texts, markers, strip_markers
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe, empty_holdout
 
@@ -43,31 +44,6 @@ from siftcli.recipe.schema import Recipe, empty_holdout
 CHUNK_ROWS = 10_000
 #: The references this path ranks by (no model to train).
 STREAMED_REFERENCES = ("ngram", "naive-bayes")
-
-
-@dataclass
-class Context:
-    """What every job reads, sent once to each worker: how to tokenize (the Rust tokenizer alone: a worker imports
-    neither ``transformers`` nor ``datasets``), where chunk files go, the markers to strip for n-grams."""
-
-    tokenizer: Any  # tokenizers.Tokenizer, truncating at max_length (or a transformers tokenizer)
-    max_length: int
-    folder: str
-    head: int | None = None
-    tail: int | None = None
-    want_sketches: bool = True
-    want_counts: bool = True
-
-
-@dataclass
-class Scan:
-    """One chunk's pass-1 result."""
-
-    rows: np.ndarray  # the training rows of the pool in this chunk (source row numbers)
-    labels: np.ndarray
-    sketches: dd.Sketches | None
-    counts: np.ndarray | None
-    tokens: int
 
 
 @dataclass
@@ -91,10 +67,6 @@ class CurateResult:
     seconds: float = 0.0
 
 
-def _chunk_path(folder: str, k: int) -> Path:
-    return Path(folder) / f"chunk-{k:06d}.npz"
-
-
 def _column(train: Any, batch: Any, column: str, lo: int, hi: int) -> list:
     """Rows ``[lo, hi)`` of a column: through Arrow for plain values, decoded by ``datasets`` for a feature that stores an
     encoding (``Json``: a file whose column mixes types), so a number among texts is seen as a number."""
@@ -103,17 +75,6 @@ def _column(train: Any, batch: Any, column: str, lo: int, hi: int) -> list:
     if isinstance(train.features.get(column), datasets.Value):
         return batch[column].to_pylist()
     return list(train[lo:hi][column])
-
-
-def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | None, np.ndarray]) -> Scan:
-    """Pass 1 on one chunk (its pool rows' source numbers, texts, pair texts and labels, read by the driving process):
-    tokens saved, near-copy sketches and n-gram counts returned."""
-    k, rows, texts, pairs, labels = job
-    tokens = from_texts(ctx.tokenizer, texts, ctx.max_length, pairs)
-    tokens.save(_chunk_path(ctx.folder, k))
-    return Scan(rows=rows, labels=labels, sketches=dd.sketch(tokens) if ctx.want_sketches else None,
-                counts=pool_counts(strip_markers(tokens, ctx.head, ctx.tail)) if ctx.want_counts else None,
-                tokens=int(tokens.ids.size))
 
 
 def check_texts(texts: list, column: str) -> None:
@@ -139,19 +100,6 @@ def read_chunks(train: Any, column: str, pair_column: str | None, held: np.ndarr
         labels = np.asarray(batch["label"].to_pylist(), dtype=np.int64)[pool] if "label" in batch.column_names else \
             np.zeros(len(pool), dtype=np.int64)
         yield k, pool + lo, texts, pairs, labels
-
-
-def score_chunk(ctx: Context, job: tuple[int, np.ndarray, Fitted]) -> np.ndarray:
-    """Pass 3: the fitted reference's score of every pool row in chunk ``k`` (``labels``: the rows' labels, for naive
-    Bayes; the reference's arrays, a few megabytes, travel with each job)."""
-    k, labels, reference = job
-    return reference.score(strip_markers(Tokens.load(_chunk_path(ctx.folder, k)), ctx.head, ctx.tail), labels)
-
-
-def chunk_bigrams(ctx: Context, job: tuple[int, int, np.ndarray]) -> dd.Sets:
-    """The distinct bigram hashes of the rows within reach (pool positions) that chunk ``k`` holds."""
-    k, first, rows = job
-    return dd.bigram_sets(Tokens.load(_chunk_path(ctx.folder, k)), rows, first)
 
 
 @dataclass
@@ -262,9 +210,11 @@ def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, h
         raise SiftcliError(f"sift.reference.kind {kind}: {exc}") from None
 
 
-def lowest(scores: np.ndarray, keep: float) -> np.ndarray:
+def lowest(scores: Any, keep: float) -> np.ndarray:
     """Positions of the ``keep`` fraction (at least one) with the lowest score, ties by position, non-finite last, in
-    position order: the same choice as :func:`siftcli.arms.table.lowest` makes in memory."""
+    position order. The one rule of every static filter: the streamed filter's scores (numpy), the in-memory filter's
+    and the arms' reference losses (a CPU tensor)."""
+    scores = np.asarray(scores)
     if len(scores) == 0:
         return np.zeros(0, dtype=np.int64)
     k = max(1, int(round(keep * len(scores))))

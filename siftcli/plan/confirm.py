@@ -13,7 +13,7 @@ import statistics
 from typing import Any
 
 from siftcli.analysis.stats import diff_points, paired
-from siftcli.plan.record import Candidate, Confirmation, Paired
+from siftcli.plan.record import Candidate, Confirmation, Versus
 from siftcli.plan.search import CONFIRM, CONFIRM_BASELINES, find
 from siftcli.plan.study import Job, Result
 from siftcli.training.record import final_value, paid_seconds
@@ -22,11 +22,11 @@ from siftcli.training.record import final_value, paid_seconds
 SUBSET_FAMILIES = ("filter", "dedup", "dedup+filter")
 
 
-def paired_points(values: list[float], opponent: str) -> Paired:
+def paired_points(values: list[float], opponent: str) -> Versus:
     """Mean, standard error and the 95% Student-t interval of per-seed differences (the comparison's own statistics,
     :func:`~siftcli.analysis.stats.paired`)."""
     p = paired(values)
-    return Paired(opponent, p["mean"], p["se"], p["n"], (p["ci95"][0], p["ci95"][1]), values)
+    return Versus(opponent, p["mean"], p["se"], p["n"], (p["ci95"][0], p["ci95"][1]), values)
 
 
 def random_subset(c: Candidate) -> str | None:
@@ -36,7 +36,7 @@ def random_subset(c: Candidate) -> str | None:
     return None
 
 
-def baseline_jobs(seeds: list[int]) -> list[Job]:
+def confirm_baselines(seeds: list[int]) -> list[Job]:
     return [Job(CONFIRM_BASELINES, "baseline", 1.0, s, "evaluation") for s in seeds]
 
 
@@ -73,11 +73,11 @@ def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], met
                         vs_base.n > 1 and vs_base.ci95[0] >= -tolerance)
 
 
-def _versus(arm: str, opponent: str, seeds: list[int], run: Any, metric: Any) -> Paired:
+def _versus(arm: str, opponent: str, seeds: list[int], run: Any, metric: Any) -> Versus:
     diffs = []
     for s in seeds:
         a, b = run(arm, s), run(opponent, s)
         d = diff_points(final_value(a), final_value(b), metric) if a and b else None
         if d is not None:
             diffs.append(d)
-    return paired_points(diffs, opponent) if diffs else Paired(opponent, float("nan"), float("nan"), 0, (float("nan"),) * 2, [])
+    return paired_points(diffs, opponent) if diffs else Versus(opponent, float("nan"), float("nan"), 0, (float("nan"),) * 2, [])

@@ -41,7 +41,7 @@ class Skipped:
 
 
 @dataclass
-class Paired:
+class Versus:
     """Per-seed paired differences (pick minus opponent, in metric points): mean, standard error, 95% interval."""
 
     opponent: str
@@ -62,7 +62,7 @@ class Confirmation:
     baseline_metric: list[float | None]
     time_ratio: float  # mean over seeds of its seconds over the baseline's (reference paid)
     seconds: float  # what confirming it cost
-    versus: list[Paired]
+    versus: list[Versus]
     within_tolerance: bool  # the 95% interval against the baseline stays above -tolerance
 
 
@@ -88,7 +88,7 @@ class PlanRecord:
     pick: str = "baseline"
     pick_family: str = "everything"
     pick_time_ratio: float = 1.0
-    pick_versus_baseline: Paired | None = None
+    pick_versus_baseline: Versus | None = None
     payback_runs: float | None = None  # training runs after which the plan has paid for itself
     answer: str = ""
     recipe_out: str | None = None

@@ -20,13 +20,12 @@ from typing import Any
 
 import torch
 
-from siftcli.analysis.stats import metric_info
 from siftcli.arms.context import prepare
 from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan import confirm as confirming
 from siftcli.plan import search as searching
-from siftcli.plan.record import Candidate, Confirmation, Paired, PlanRecord, Skipped, Trial
+from siftcli.plan.record import Candidate, Confirmation, PlanRecord, Skipped, Trial, Versus
 from siftcli.plan.strategies import online_recipe, strategies
 from siftcli.plan.study import DEFAULT_STUDY, PlanStudy, Result
 from siftcli.plan.trials import Trials
@@ -34,6 +33,7 @@ from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, read_json, write_table
+from siftcli.tasks import metric
 from siftcli.training.record import final_value
 from siftcli.workload.build import build_workload
 
@@ -117,7 +117,7 @@ class Plan:
         done, _ = self.refresh()
         record, seed, extra = self.record, self.recipe.seed, self.study.extra()
         if phase == searching.BASELINES:
-            return searching.baseline_jobs(seed), {}
+            return searching.search_baselines(seed), {}
         if phase == searching.CHEAP:
             ctx = self.trials.context(seed, "validation", 1.0)
             ctx.runs["baseline"] = searching.find(done, "baseline", 1.0, seed, "validation").run  # type: ignore[union-attr]
@@ -133,7 +133,7 @@ class Plan:
             return jobs, {"over_budget_full": over}
         chosen = searching.winners(record)[:2]
         if phase == searching.CONFIRM_BASELINES:
-            return (confirming.baseline_jobs(self.confirm_seeds) if chosen else []), {"confirm": [c.arm for c in chosen]}
+            return (confirming.confirm_baselines(self.confirm_seeds) if chosen else []), {"confirm": [c.arm for c in chosen]}
         chosen = [c for c in record.candidates if c.arm in extra.get("confirm", [])]
         return confirming.candidate_jobs(chosen, self.confirm_seeds), {}
 
@@ -229,14 +229,14 @@ def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1
     rows = _rows(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])
     wall_before = record.wall_seconds
-    ps = PlanStudy(record.storage, folder, record.study, metric_info(record.metric).higher_is_better)
+    ps = PlanStudy(record.storage, folder, record.study, metric(record.metric).higher_is_better)
     if resume and ps.recorded_recipe() not in (None, recipe_sha256(recipe)):
         raise SiftcliError(f"--resume {resume}: {folder / 'recipe.yaml'} changed since the plan started (the plan's "
                            "finished jobs were trained on the recipe it had); put the original back, or start a new plan "
                            "with the edited recipe")
     ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
     ps.recover(resumed=bool(resume))
-    plan = Plan(recipe, folder, ps, Trials(recipe, rows, {recipe.seed: first}), record, metric_info(record.metric), emit)
+    plan = Plan(recipe, folder, ps, Trials(recipe, rows, {recipe.seed: first}), record, metric(record.metric), emit)
 
     def save() -> None:
         plan.refresh()
@@ -307,9 +307,9 @@ def worker_main(folder: Path) -> int:
     recipe = load_recipe(folder / "recipe.yaml")
     _threads(record.workers)
     first = build_workload(recipe)
-    ps = PlanStudy(record.storage, folder, record.study, metric_info(record.metric).higher_is_better)
+    ps = PlanStudy(record.storage, folder, record.study, metric(record.metric).higher_is_better)
     plan = Plan(recipe, folder, ps, Trials(recipe, _rows(len(first.eval_data)), {recipe.seed: first}), record,
-                metric_info(record.metric), lambda kind, data: None)
+                metric(record.metric), lambda kind, data: None)
     stop_beat = ps.heartbeat()
     try:
         plan.work()
@@ -392,8 +392,8 @@ def _write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) 
 
 def load_record(data: dict[str, Any]) -> PlanRecord:
     """A ``plan.json`` back into its typed record (a resumed plan)."""
-    def paired(p: dict[str, Any] | None) -> Paired | None:
-        return None if p is None else Paired(**{**p, "ci95": tuple(p["ci95"])})
+    def paired(p: dict[str, Any] | None) -> Versus | None:
+        return None if p is None else Versus(**{**p, "ci95": tuple(p["ci95"])})
 
     candidates = [Candidate(**{**c, "trials": [Trial(**t) for t in c["trials"]]}) for c in data["candidates"]]
     confirmations = [Confirmation(**{**c, "versus": [paired(v) for v in c["versus"]]}) for c in data["confirmations"]]

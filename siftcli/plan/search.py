@@ -87,7 +87,7 @@ def spent(results: dict[int, Result], phases: tuple[int, ...], extra: dict[str, 
 
 
 # -- the phases' decisions -------------------------------------------------------------------------------------------
-def baseline_jobs(seed: int) -> list[Job]:
+def search_baselines(seed: int) -> list[Job]:
     """The yardstick (the full baseline) and the baseline the cheap rung is held against."""
     return [Job(BASELINES, "baseline", 1.0, seed, "validation"), Job(BASELINES, "baseline", FIDELITY, seed, "validation")]
 

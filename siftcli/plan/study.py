@@ -10,8 +10,9 @@ and tells the study its validation metric and its run's numbers.
 The plan runs in phases (the baselines, the cheap rung, the full schedule, the confirmation's baselines, the
 confirmation). A phase's jobs are decided from the finished ones by whichever process claims the phase first
 (creating the study ``NAME:phase:K``, which succeeds once); the others wait for its list. Liveness is the sweep's: each
-process refreshes a timestamp on its running trial from a heartbeat thread, and a trial whose owner fell silent for
-``STALE_SECONDS`` (its machine died) is queued again by whichever process notices first.
+process refreshes a timestamp on its running trial from a heartbeat thread 6 times per ``STALE_SECONDS``
+(:mod:`siftcli.sweep.study`), and a trial whose owner fell silent that long (its machine died) is queued again by
+whichever process notices first.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ from siftcli.sweep import study as studies
 
 #: The settings every machine on one plan study must share.
 SHARED = ("budget", "tolerance", "seeds")
-#: A trial whose owner has not refreshed it for this long is queued again; the heartbeat refreshes it 6 times as often.
-STALE_SECONDS = 120.0
 JOBS = "siftcli_plan_jobs"
 PHASES = "siftcli_plan_phases"  # how many phases have their jobs queued
 EXTRA = "siftcli_plan_extra"  # what the phase planners learned and every process needs (the pools of dedup candidates)
@@ -83,7 +82,7 @@ class PlanStudy:
 
     def recover(self, resumed: bool) -> None:
         """Queue again the trials whose owner went silent (and, resumed, the ones this folder left running)."""
-        studies.tend(self.study, list(self._mine), self.me, STALE_SECONDS, resumed=resumed)
+        studies.tend(self.study, list(self._mine), self.me, studies.STALE_SECONDS, resumed=resumed)
 
     # -- jobs --------------------------------------------------------------------------------------------------------
     def jobs(self) -> list[Job]:
@@ -105,7 +104,7 @@ class PlanStudy:
             try:
                 optuna.create_study(storage=self.study._storage, study_name=f"{self.study.study_name}:phase:{phase}:{generation}")
             except optuna.exceptions.DuplicatedStudyError:
-                if time.time() - since > STALE_SECONDS:  # its planner died between its claim and its list
+                if time.time() - since > studies.STALE_SECONDS:  # its planner died between its claim and its list
                     generation, since = generation + 1, time.time()
                     continue
                 on_wait()
@@ -188,11 +187,11 @@ class PlanStudy:
         stop = threading.Event()
 
         def beat() -> None:
-            while not stop.wait(STALE_SECONDS / 6):
+            while not stop.wait(studies.STALE_SECONDS / 6):
                 try:
                     with self._lock:
                         mine = list(self._mine)
-                    studies.tend(self.study, mine, self.me, STALE_SECONDS)
+                    studies.tend(self.study, mine, self.me, studies.STALE_SECONDS)
                 except Exception:  # noqa: BLE001  (a storage hiccup: the next beat tries again; the trial is not lost)
                     continue
 

@@ -48,9 +48,9 @@ def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batc
 
 
 def check_options(dataloader: Any, *, padding_side: Any = "right", pad_to_multiple_of: Any = None, pad_values: Any = None,
-                  batch_transform: Any = None, yield_on_device: Any = False, meta_in_batch: Any = False,
-                  reference_losses: Any = None, device: Any = None) -> None:
+                  **rest: Any) -> None:
     """The loader's keyword arguments: each of its kind, a reference loss for every sample the loader can index."""
+    check_rest(dataloader, **rest)
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left' (as the tokenizer padded), got {padding_side!r}")
     if pad_to_multiple_of is not None and (isinstance(pad_to_multiple_of, bool)
@@ -59,6 +59,11 @@ def check_options(dataloader: Any, *, padding_side: Any = "right", pad_to_multip
     if pad_values is not None and not isinstance(pad_values, Mapping):
         raise TypeError(f"pad_values must map field names to pad values, such as {{'input_ids': tokenizer.pad_token_id}}, "
                         f"got {type(pad_values).__name__}")
+
+
+def check_rest(dataloader: Any, *, batch_transform: Any = None, yield_on_device: Any = False, meta_in_batch: Any = False,
+               reference_losses: Any = None, device: Any = None) -> None:
+    """The loader's keyword arguments beyond padding (see :func:`check_options`)."""
     if batch_transform is not None and not callable(batch_transform):
         raise TypeError(f"batch_transform must be a callable batch -> batch, got {type(batch_transform).__name__}")
     for name, flag in (("yield_on_device", yield_on_device), ("meta_in_batch", meta_in_batch)):

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from siftcli.sift import batching
-from siftcli.sift.arguments import check_arguments, check_state
+from siftcli.sift import batching, saved
+from siftcli.sift.arguments import check_arguments
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
@@ -398,55 +398,12 @@ class SiftingDataLoader:
             yield out
             self.scorer.train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))
 
-    # -- checkpointing -------------------------------------------------------------------
+    # -- checkpointing (:mod:`.saved`) -----------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue mid-epoch with the same decisions."""
-        return {
-            "config": self.config.to_dict(),
-            "batch_size": self.batch_size,
-            "sifter": self.sifter.state_dict(),
-            "epoch": self.epoch,
-            "raw_in_epoch": self._raw_in_epoch,
-            **self.outbox.state_dict(),  # packer, meta_packer, pending
-            "inflight": self.decisions.state_dict(),
-            "memory": self.memory.state_dict(),
-            "kept_sets": self.kept_sets.state_dict(),
-            "stats": self.stats.to_dict(),
-            "scoring_precision": self.precision,  # what fastest chose: a resumed run must score the same way
-            "quota": self.quota.state_dict(),
-            "feedback": self.feedback.state_dict(),  # training losses recorded, still on their way to the memory
-            "waiting": None if self._waiting is None else self._waiting.state_dict(),  # fetched, its scores on their way
-        }
+        return saved.state_of(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore a :meth:`state_dict`; a saved state of a different sifting config or batch size is refused, naming
         the key."""
-        check_state(state, self.batch_size)
-        try:
-            self._load(state)
-        except (KeyError, TypeError, IndexError, AttributeError) as exc:
-            raise ValueError(f"state is not a whole SiftingDataLoader.state_dict() ({type(exc).__name__}: {exc})") from None
-
-    def _load(self, state: Mapping[str, Any]) -> None:
-        mine = self.config.to_dict()
-        for key, value in state["config"].items():
-            if key in mine and mine[key] != value:
-                raise ValueError(f"the saved loader state has sift {key}={value!r}, this loader {key}={mine[key]!r}")
-        self.sifter.load_state_dict(state["sifter"])
-        self.epoch = int(state["epoch"])
-        self._raw_in_epoch = int(state["raw_in_epoch"])
-        self.outbox.load_state_dict(state)
-        self.decisions.load_state_dict(state["inflight"])
-        self.feedback.clear()  # batches handed out before the save are not handed out again, nor recorded
-        self.feedback.load_state_dict(state.get("feedback"))
-        self._waiting = Arrival.from_state(state["waiting"]) if state.get("waiting") else None
-        self.memory.load_state_dict(state["memory"])
-        self.kept_sets.load_state_dict(state.get("kept_sets", ([], [])))
-        if "quota" in state:
-            self.quota.load_state_dict(state["quota"])
-        self._resume_mid_epoch = self._raw_in_epoch > 0 and not self.quota.done
-        self._active = self._raw_in_epoch > 0  # an epoch saved after its promised batches ends at the next pass
-        self.stats = SiftStats.from_dict(state["stats"])
-        if state.get("scoring_precision", "fastest") not in ("auto", "fastest"):
-            self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()
-        self.scorer.seconds = self.stats.scoring_seconds
+        saved.restore(self, state)

@@ -31,9 +31,10 @@ from siftcli.report.plots import write_sweep_plot
 from siftcli.runio import atomic_write_json, claim, read_json
 from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
-from siftcli.sweep.space import SEARCHABLE, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
-from siftcli.sweep.trial import higher_is_better, recipe_sha256, run_trial
+from siftcli.sweep.space import _distributions, grid_points
+from siftcli.sweep.trial import recipe_sha256, run_trial
 from siftcli.sweep.workers import Pool, Reply, WorkloadCache
+from siftcli.tasks import metric
 from siftcli.workload.build import build_workload
 
 #: How often the parent refreshes its trials' liveness and looks at the other machines' (seconds).
@@ -73,7 +74,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     started = time.perf_counter()
     previous = sigterm_as_interrupt()
     try:
-        higher = higher_is_better(recipe)
+        higher = metric(recipe.resolved_metric).higher_is_better
         study = studies.open_study(settings, sweep_dir, higher, None)
         if studies.join(study, recipe_sha256(recipe), settings.shared()):
             # the machine that started the study queues the grid and the replays, once, before the frontier: another

@@ -38,7 +38,7 @@ class SweepSettings:
     seed: int = 0
     enqueue: list[Params] = field(default_factory=list)  # parameter sets to try first (replays)
     fresh_processes: bool = False  # one process per trial (cold start each time): the benchmark's opponent
-    stale_seconds: float = 120.0  # another machine's trial silent this long is failed and queued again
+    stale_seconds: float = studies.STALE_SECONDS  # another machine's trial silent this long is failed and queued again
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -32,6 +32,9 @@ REPLACES = "siftcli_replaces"  # on an interrupted trial's copy: the number of t
 SURPLUS = "siftcli_surplus"  # a fresh trial asked for after the study's count was spent (a race lost): failed, not counted
 FRONTIER = "siftcli_frontier"
 RECIPE = "siftcli_recipe_sha256"
+#: A trial (or a claim) whose owner has been silent this long is failed and queued again: the sweep's default
+#: ``--stale-seconds`` and the plan's fixed limit.
+STALE_SECONDS = 120.0
 SETTINGS = "siftcli_settings"
 #: The settings every machine on one study must share (the trial count is the study's, not a machine's).
 SHARED = ("mode", "trials", "space", "grid", "frontier", "max_time_ratio", "prune", "seed")

@@ -19,17 +19,13 @@ from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_write_json, read_json
 from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
-from siftcli.sweep.space import SEARCHABLE, Params, _distributions, apply_params, grid_points, parse_space  # noqa: F401  (public here too)
-from siftcli.tasks import TASKS
+from siftcli.sweep.space import Params, apply_params
+from siftcli.tasks import metric
 from siftcli.training.record import keep_value
 from siftcli.workload.build import build_workload, check_sift_fits, workload_key
 
 #: Trials are not pruned after this share of the run's raw batches.
 LAST_PRUNE = 0.9
-
-
-def higher_is_better(recipe: Recipe) -> bool:
-    return TASKS[recipe.task].higher_is_better
 
 
 def recipe_sha256(recipe: Recipe) -> str:
@@ -72,7 +68,8 @@ def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | 
     frontier = read_json(sweep_dir / "frontier.json")
     key = (settings.storage, settings.study, str(sweep_dir))
     if key not in cache.studies:
-        cache.studies[key] = studies.open_study(settings, sweep_dir, higher_is_better(base), frontier["max_resource"])
+        higher = metric(base.resolved_metric).higher_is_better
+        cache.studies[key] = studies.open_study(settings, sweep_dir, higher, frontier["max_resource"])
     study = cache.studies[key]
     trial = studies.live_trial(study, number)
     params = trial.params
@@ -108,7 +105,7 @@ def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | 
         result = {"state": "complete", "train_seconds": metrics["train_seconds"], "optimizer_steps": metrics["optimizer_steps"],
                   "final": metrics["final"], "kept": keep_value(metrics, "achieved"),
                   "scoring_cost": metrics.get("scoring_cost")}
-    result.update(number=number, params=params, metric=workload.metric, higher_is_better=workload.higher_is_better,
+    result.update(number=number, params=params, metric=workload.metric, higher_is_better=metric(workload.metric).higher_is_better,
                   startup_seconds=startup,
                   curve=[{k: p.get(k) for k in ("step", "raw_samples", "train_seconds", workload.metric)} for p in curve])
     atomic_write_json(folder / "trial.json", result)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from siftcli.sift.stats import add_counts
+from siftcli.tasks import metric
 from siftcli.training.record import GroupStats, KeepStats, NoiseStats, RankStats, RunMetrics
 
 
@@ -47,7 +48,7 @@ def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, 
         "arm": arm,
         "task": workload.task,
         "metric": workload.metric,
-        "higher_is_better": workload.higher_is_better,
+        "higher_is_better": metric(workload.metric).higher_is_better,
         "final": {k: final.get(k) for k in ("loss", workload.metric) if k in final},
         "train_seconds": state.train_clock,
         "total_seconds": total_seconds,

@@ -21,7 +21,7 @@ from siftcli.errors import SiftcliError, first_line
 from siftcli.recipe.schema import IMAGE_AUGMENTS, Recipe
 from siftcli.sift.losses import HFLoss, PerSampleLoss
 from siftcli.sift.sifter import UNCERTAINTY
-from siftcli.tasks import TASKS, metric
+from siftcli.tasks import TASKS
 from siftcli.workload.augment import ImageAugment, text_augment
 from siftcli.workload.data import load_splits
 from siftcli.workload.models import build_model, load_image_processor, load_tokenizer
@@ -62,10 +62,6 @@ class Workload:
         return dataclasses.replace(self, train_data=[self.train_data[i] for i in indices],
                                    noisy=None if self.noisy is None else self.noisy[pick],
                                    groups=None if self.groups is None else self.groups[pick])
-
-    @property
-    def higher_is_better(self) -> bool:
-        return metric(self.metric).higher_is_better
 
 
 def import_loss(spec: str) -> PerSampleLoss:
