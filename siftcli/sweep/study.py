@@ -96,8 +96,10 @@ def check_storage(url: str, study: str | None = None) -> None:
         raise SiftcliError(f"--storage {url!r}: cannot open it ({exc.__class__.__name__}: {first})") from None
     if study is not None:
         names = set(optuna.study.get_all_study_names(storage=url))
-        if study in names and f"{study}:founder" not in names:
-            trials = len(optuna.load_study(study_name=study, storage=url).trials)
+        # a siftcli study holds no trial before its founder's marker exists (join() writes it first), so a study with
+        # trials and no marker is someone else's; one without trials may be a machine founding it this moment
+        trials = len(optuna.load_study(study_name=study, storage=url).trials) if study in names else 0
+        if trials and f"{study}:founder" not in names:
             raise SiftcliError(f"--study {study}: {url} already holds a study of that name that siftcli did not start "
                                f"({trials} trials of its own); give another --study name")
 
