@@ -132,8 +132,17 @@ def test_between_a_requeues_two_writes_the_interrupted_trial_still_holds_its_pla
     queue = study.enqueue_trial
     monkeypatch.setattr(study, "enqueue_trial", lambda *a, **k: (seen.append(studies.counted(study)), queue(*a, **k)))
     studies.tend(study, [], "here:/y", stale_seconds=60)
-    assert [(c.running, c.waiting, c.taken) for c in seen] == [(0, 0, 1)]  # failed, not yet copied: still taken
+    # failed, not yet copied: still taken, and counted running, so a machine with nothing left to run does not end its
+    # sweep (and print a summary without the copy) in that moment
+    assert [(c.running, c.waiting, c.taken) for c in seen] == [(1, 0, 1)]
     assert studies.counted(study).taken == 1
+    monkeypatch.setattr(study, "enqueue_trial", lambda *a, **k: None)  # a requeue whose process died before the copy
+    lost = study.ask(dist)
+    lost.set_user_attr(studies.ALIVE, 0.0)
+    studies.tend(study, [], "here:/y", stale_seconds=60)
+    assert studies.counted(study).running == 1  # within the grace
+    monkeypatch.setattr(studies, "REQUEUE_SECONDS", 0.0)
+    assert studies.counted(study).running == 0  # past it, never counted running forever: no machine waits on it
 
 
 def test_a_fresh_trial_that_overfills_the_study_gives_way_and_a_queued_one_never_does(tmp_path: Path) -> None:

@@ -32,6 +32,9 @@ REPLACES = "siftcli_replaces"  # on an interrupted trial's copy: the number of t
 SURPLUS = "siftcli_surplus"  # a fresh trial asked for after the study's count was spent (a race lost): failed, not counted
 FRONTIER = "siftcli_frontier"
 RECIPE = "siftcli_recipe_sha256"
+#: How long an interrupted trial without its copy yet counts as running: :func:`requeue` fails it, then queues the copy,
+#: and a machine counting in between must not end its sweep; past this, its process died in between (counted as before).
+REQUEUE_SECONDS = 30.0
 #: A trial (or a claim) whose owner has been silent this long is failed and queued again: the sweep's default
 #: ``--stale-seconds`` and the plan's fixed limit.
 STALE_SECONDS = 120.0
@@ -244,6 +247,9 @@ def counted(study: Any) -> Count:
         elif t.user_attrs.get(INTERRUPTED):
             if t.number in copied:
                 continue
+            ended = t.datetime_complete.timestamp() if t.datetime_complete else 0.0
+            if time.time() - ended < REQUEUE_SECONDS:  # its copy is being queued this moment (requeue: fail, then queue)
+                running += 1  # so no machine sees "nothing runs, nothing waits" and ends before the copy exists
         else:
             finished += 1
         numbers.append(t.number)
