@@ -23,10 +23,12 @@ def raw_batches(dataloader: Any) -> int:
                         "dataset a __len__ (rows per epoch on this rank) or wrap a map-style dataset") from None
 
 
-def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batch_size: Any, *, epochs: Any = None,
-                    exact_len: Any = False, **options: Any) -> None:
-    """Each of ``SiftingDataLoader``'s arguments is of the kind it must be (``options``: its keyword arguments)."""
-    check_options(dataloader, **options)
+def _positive_whole(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
+
+
+def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batch_size: Any, epochs: Any = None) -> None:
+    """Each of ``SiftingDataLoader``'s first arguments, and the run's length, is of the kind it must be."""
     if not hasattr(dataloader, "__iter__") or isinstance(dataloader, (str, bytes, Mapping)):
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
     raw_batches(dataloader)
@@ -38,35 +40,30 @@ def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batc
     if config is not None and not isinstance(config, SiftConfig):
         raise TypeError(f"config must be a SiftConfig, got {type(config).__name__}"
                         + (": write SiftConfig(**settings)" if isinstance(config, Mapping) else ""))
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1):
+    if batch_size is not None and not _positive_whole(batch_size):
         raise ValueError(f"batch_size must be a positive whole number, got {batch_size!r}")
-    if not isinstance(exact_len, bool):
-        raise TypeError(f"exact_len must be True or False, got {exact_len!r}")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Real)
                                or not math.isfinite(epochs) or epochs <= 0):
         raise ValueError(f"epochs must be the run's length in epochs, a finite number above 0 (or None), got {epochs!r}")
 
 
-def check_options(dataloader: Any, *, padding_side: Any = "right", pad_to_multiple_of: Any = None, pad_values: Any = None,
-                  **rest: Any) -> None:
-    """The loader's keyword arguments: each of its kind, a reference loss for every sample the loader can index."""
-    check_rest(dataloader, **rest)
+def check_padding(padding_side: Any, pad_to_multiple_of: Any, pad_values: Any) -> None:
+    """How packed batches are re-padded: a side, a positive multiple (or None), pad values by field."""
     if padding_side not in ("right", "left"):
         raise ValueError(f"padding_side must be 'right' or 'left' (as the tokenizer padded), got {padding_side!r}")
-    if pad_to_multiple_of is not None and (isinstance(pad_to_multiple_of, bool)
-                                           or not isinstance(pad_to_multiple_of, numbers.Integral) or pad_to_multiple_of < 1):
+    if pad_to_multiple_of is not None and not _positive_whole(pad_to_multiple_of):
         raise ValueError(f"pad_to_multiple_of must be a positive whole number or None, got {pad_to_multiple_of!r}")
     if pad_values is not None and not isinstance(pad_values, Mapping):
         raise TypeError(f"pad_values must map field names to pad values, such as {{'input_ids': tokenizer.pad_token_id}}, "
                         f"got {type(pad_values).__name__}")
 
 
-def check_rest(dataloader: Any, *, batch_transform: Any = None, yield_on_device: Any = False, meta_in_batch: Any = False,
-               reference_losses: Any = None, device: Any = None) -> None:
-    """The loader's keyword arguments beyond padding (see :func:`check_options`)."""
+def check_inputs(dataloader: Any, batch_transform: Any, reference_losses: Any, device: Any, **flags: Any) -> None:
+    """The rest of the loader's keywords: a callable transform, a reference loss for every sample the loader can index,
+    a torch device, and ``flags`` (``exact_len``, ``yield_on_device``, ``meta_in_batch``) that are booleans."""
     if batch_transform is not None and not callable(batch_transform):
         raise TypeError(f"batch_transform must be a callable batch -> batch, got {type(batch_transform).__name__}")
-    for name, flag in (("yield_on_device", yield_on_device), ("meta_in_batch", meta_in_batch)):
+    for name, flag in flags.items():
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     if device is not None:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from siftcli.sift import batching, saved
-from siftcli.sift.arguments import check_arguments
+from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
 from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
@@ -87,10 +87,10 @@ class SiftingDataLoader:
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
                  exact_len: bool = False) -> None:
-        check_arguments(dataloader, model, loss_fn, config, batch_size, epochs=epochs, exact_len=exact_len,
-                        padding_side=padding_side, pad_to_multiple_of=pad_to_multiple_of, pad_values=pad_values,
-                        batch_transform=batch_transform, yield_on_device=yield_on_device, meta_in_batch=meta_in_batch,
-                        reference_losses=reference_losses, device=device)
+        check_arguments(dataloader, model, loss_fn, config, batch_size, epochs)
+        check_padding(padding_side, pad_to_multiple_of, pad_values)
+        check_inputs(dataloader, batch_transform, reference_losses, device, exact_len=exact_len,
+                     yield_on_device=yield_on_device, meta_in_batch=meta_in_batch)
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
