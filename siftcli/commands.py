@@ -32,6 +32,7 @@ from siftcli.runio import (
     atomic_write_json,
     atomic_write_text,
     claim,
+    ensure_file_writable,
     ensure_writable,
     make_run_dir,
     write_table,
@@ -117,7 +118,7 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         raise SiftcliError(f"-o {output}: expected a .csv, .tsv or .jsonl file to write the kept rows to")
     if path.exists() and path.is_dir():
         raise SiftcliError(f"-o {output}: is a folder; expected a file name")
-    _check_writable_parent(output, path)
+    ensure_file_writable(output)
     inputs = {"data.source": recipe.data.source, "data.eval_source": recipe.data.eval_source,
               "sift.reference.holdout_source": recipe.sift.reference.holdout_source}
     for key, source in inputs.items():
@@ -136,21 +137,6 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     if streamable(recipe, keep) is None:
         return filter_pool(recipe, keep, dedup, path, engine, write_table)
     return _filter_in_memory(recipe, keep, dedup, path)
-
-
-def _check_writable_parent(output: str, path: Path) -> None:
-    """The folder ``-o`` writes into takes files (it, or the nearest folder above it that exists, as the missing ones
-    are made at the end): found before the filter runs, not after."""
-    import tempfile
-
-    existing = next(p for p in (path.parent.absolute(), *path.parent.absolute().parents) if p.exists())
-    if not existing.is_dir():
-        raise SiftcliError(f"-o {output}: {existing} is a file, not a folder")
-    try:
-        tempfile.TemporaryFile(dir=existing).close()
-    except OSError as exc:
-        raise SiftcliError(f"-o {output}: cannot write into {existing} ({exc.strerror or exc}); choose a writable "
-                           "folder") from None
 
 
 def _filter_in_memory(recipe: Recipe, keep: float | None, dedup: float | None, path: Path) -> CurateResult:

@@ -258,13 +258,32 @@ def ensure_writable(path: Path) -> None:
     parallel.on_main(lambda: _ensure_writable(Path(path)))
 
 
+def _takes_files(folder: Path) -> None:
+    """Raises ``OSError`` unless a new file can be made in ``folder`` (it is made and removed at once)."""
+    import tempfile
+
+    tempfile.TemporaryFile(dir=folder).close()
+
+
 def _ensure_writable(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise SiftcliError(f"--output {path}: exists and is not a folder; choose a folder path")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".siftcli-write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        _takes_files(path)
     except OSError as exc:
         raise SiftcliError(f"--output {path}: folder is not writable ({exc.strerror or exc}); choose a folder you can write to") from None
+
+
+def ensure_file_writable(output: str) -> None:
+    """The folder a file ``-o OUTPUT`` goes into takes files: it, or the nearest folder above it that exists (the missing
+    ones are made when the file is written), checked before the work that produces the file, not after."""
+    folder = Path(output).parent.absolute()
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise SiftcliError(f"-o {output}: {existing} is a file, not a folder")
+    try:
+        _takes_files(existing)
+    except OSError as exc:
+        raise SiftcliError(f"-o {output}: cannot write into {existing} ({exc.strerror or exc}); choose a writable "
+                           "folder") from None
