@@ -358,7 +358,7 @@ def plan(
     import dataclasses
 
     from siftcli.errors import SiftcliError
-    from siftcli.plan.run import check_options, run_plan
+    from siftcli.plan.run import BUDGET, SEEDS, TOLERANCE, WORKERS, check_options, run_plan
     from siftcli.plan.view import plan_view
 
     if resume and recipe is not None:
@@ -369,8 +369,8 @@ def plan(
     if resume and given:
         raise SiftcliError(f"--resume continues the plan with its saved settings; {', '.join(given)} would be ignored: "
                            "leave them out, or start a new plan")
-    budget, tolerance = 3.0 if budget is None else budget, 1.0 if tolerance is None else tolerance
-    seeds, workers, storage = 3 if seeds is None else seeds, 1 if workers is None else workers, storage or ""
+    budget, tolerance = BUDGET if budget is None else budget, TOLERANCE if tolerance is None else tolerance
+    seeds, workers, storage = SEEDS if seeds is None else seeds, WORKERS if workers is None else workers, storage or ""
     if not resume:
         check_options(budget, tolerance, seeds, workers, storage, study)
     cfg = None if resume else _load(recipe, set_)
@@ -432,8 +432,9 @@ def filter_(
         raise SiftcliError(f"--similarity {similarity:g} sets what --dedup calls a near-copy; give --dedup too")
     cfg = _load(recipe, set_)
     where = Engine(kind=engine, workers=workers if workers is not None else (os.cpu_count() or 1), scheduler=scheduler)
-    result = run_filter(cfg, keep, output, (DEFAULT_SIMILARITY if similarity is None else similarity) if dedup else None,
-                        engine=where, stream=stream)
+    if dedup and similarity is None:
+        similarity = DEFAULT_SIMILARITY
+    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream)
     if json_:
         _emit_json(dataclasses.asdict(result))
         return

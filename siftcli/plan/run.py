@@ -37,6 +37,9 @@ from siftcli.tasks import metric
 from siftcli.training.record import final_value
 from siftcli.workload.build import build_workload
 
+#: The defaults of ``siftcli plan`` (and :func:`run_plan`): the budget in full baseline runs, the tolerance in metric
+#: points, the confirmation's paired seeds and the processes on this machine.
+BUDGET, TOLERANCE, SEEDS, WORKERS = 3.0, 1.0, 3, 1
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
 SPLIT_SEED = 15_485_863
 #: How often a process with nothing to train looks at the study again (another process or machine is training).
@@ -197,8 +200,8 @@ def _threads(workers: int) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-def run_plan(recipe: Recipe | None, *, budget: float = 3.0, tolerance: float = 1.0, seeds: int = 3,
-             output: str | None = None, resume: str | None = None, on_event: Event | None = None, workers: int = 1,
+def run_plan(recipe: Recipe | None, *, budget: float = BUDGET, tolerance: float = TOLERANCE, seeds: int = SEEDS,
+             output: str | None = None, resume: str | None = None, on_event: Event | None = None, workers: int = WORKERS,
              storage: str = "", study: str | None = None) -> tuple[Path, PlanRecord]:
     """Search, confirm and decide; every finished job is in the plan's study and ``plan.json`` is rewritten after each,
     so an interrupted plan resumes where it stopped (``workers``: processes on this machine; ``storage``/``study``: a
