@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from siftcli.errors import SiftcliError
+from siftcli.errors import SiftcliError, first_line
 
 ENGINES = ("processes", "dask")
 
@@ -49,8 +49,8 @@ def _connect(address: str) -> Any:
         _probe(address)
         return Client(address, timeout=CONNECT_SECONDS)
     except Exception as exc:  # ValueError (address), OSError/TimeoutError (nothing there), anything a stranger's reply raises
-        why = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
-        raise SiftcliError(f"--scheduler {address}: no Dask scheduler answered there within {CONNECT_SECONDS} s ({why}); "
+        raise SiftcliError(f"--scheduler {address}: no Dask scheduler answered there within {CONNECT_SECONDS} s "
+                           f"({first_line(exc, 160)}); "
                            "expected the address a running dask scheduler prints (tcp://host:8786)") from None
 
 

@@ -111,7 +111,7 @@ def build_model(
         except SiftcliError:
             raise
         except Exception as exc:  # e.g. hidden_size not a multiple of the heads (ValueError, or the hub's own error)
-            raise SiftcliError(f"model.source: cannot build config {model_type!r}: {str(exc).strip().splitlines()[0][:200]}") from None
+            raise SiftcliError(f"model.source: cannot build config {model_type!r}: {first_line(exc)}") from None
     path = resolve_source(source)
     try:
         if config_overrides:
