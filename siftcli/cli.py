@@ -358,7 +358,7 @@ def plan(
     import dataclasses
 
     from siftcli.errors import SiftcliError
-    from siftcli.plan.run import BUDGET, SEEDS, TOLERANCE, WORKERS, check_options, run_plan
+    from siftcli.plan.run import PlanSettings, run_plan
     from siftcli.plan.view import plan_view
 
     if resume and recipe is not None:
@@ -369,10 +369,11 @@ def plan(
     if resume and given:
         raise SiftcliError(f"--resume continues the plan with its saved settings; {', '.join(given)} would be ignored: "
                            "leave them out, or start a new plan")
-    budget, tolerance = BUDGET if budget is None else budget, TOLERANCE if tolerance is None else tolerance
-    seeds, workers, storage = SEEDS if seeds is None else seeds, WORKERS if workers is None else workers, storage or ""
+    settings = PlanSettings(**{name: value for name, value in (("budget", budget), ("tolerance", tolerance), ("seeds", seeds),
+                                                               ("workers", workers), ("storage", storage), ("study", study))
+                               if value is not None})
     if not resume:
-        check_options(budget, tolerance, seeds, workers, storage, study)
+        settings.check()
     cfg = None if resume else _load(recipe, set_)
     with _Progress(not quiet and not json_) as progress:
         def events(kind: str, data: dict[str, Any]) -> None:
@@ -385,8 +386,8 @@ def plan(
             elif kind != "plan":
                 progress(kind, data)
 
-        folder, record = run_plan(cfg, budget=budget, tolerance=tolerance, seeds=seeds, output=output, resume=resume,
-                                  on_event=None if json_ else events, workers=workers, storage=storage, study=study)
+        folder, record = run_plan(cfg, None if resume else settings, output=output, resume=resume,
+                                  on_event=None if json_ else events)
     _emit_json({"run_dir": str(folder), **dataclasses.asdict(record)}) if json_ else console.print(plan_view(record, str(folder)))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from siftcli.errors import SiftcliError
-from siftcli.recipe.schema import validate_recipe
+from siftcli.recipe.schema import DataSpec, validate_recipe
 from siftcli.workload.build import build_workload
 from siftcli.workload.data import load_splits, vader_words
 from tests.conftest import tiny_recipe_dict
@@ -23,7 +23,8 @@ def test_vader_words_are_real_labelled_and_split_by_seed() -> None:
 def test_csv_with_string_labels_maps_to_sorted_ids(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text("sentence,y\n" + "".join(f"w{i},{'pos' if i % 3 else 'neg'}\n" for i in range(40)))
-    splits = load_splits(str(path), task="text-classification", text_column="sentence", label_column="y", eval_fraction=0.25)
+    splits = load_splits(DataSpec(source=str(path), text_column="sentence", label_column="y", eval_fraction=0.25),
+                         task="text-classification")
     assert splits.label_names == ["neg", "pos"] and splits.input_column == "sentence"
     assert len(splits.train) == 30 and len(splits.eval) == 10
     assert set(splits.train["label"]) <= {0, 1}
@@ -32,8 +33,8 @@ def test_csv_with_string_labels_maps_to_sorted_ids(tmp_path: Path) -> None:
 def test_tsv_without_header_and_caps(tmp_path: Path) -> None:
     path = tmp_path / "d.tsv"
     path.write_text("".join(f"text {i}\t{i % 2}\n" for i in range(50)))
-    splits = load_splits(str(path), task="text-classification", column_names=["text", "label"], max_train_samples=10,
-                         max_eval_samples=5, eval_fraction=0.2)
+    splits = load_splits(DataSpec(source=str(path), column_names=["text", "label"], max_train_samples=10, max_eval_samples=5,
+                                  eval_fraction=0.2), task="text-classification")
     assert (len(splits.train), len(splits.eval)) == (10, 5)
 
 
@@ -41,7 +42,7 @@ def test_regression_needs_numbers(tmp_path: Path) -> None:
     path = tmp_path / "d.csv"
     path.write_text("text,label\n" + "".join(f"t{i},high\n" for i in range(10)))
     with pytest.raises(SiftcliError, match="regression needs numeric labels"):
-        load_splits(str(path), task="regression")
+        load_splits(DataSpec(source=str(path)), task="regression")
 
 
 def test_label_noise_flips_a_seeded_fraction_of_training_labels_only(text_csv: Path) -> None:

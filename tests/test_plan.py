@@ -16,7 +16,7 @@ from siftcli.arms.table import check_arms
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.plan.record import Confirmation, PlanRecord, Versus
-from siftcli.plan.run import _decide, run_plan, split_eval
+from siftcli.plan.run import PlanSettings, _decide, run_plan, split_eval
 from siftcli.plan.strategies import strategies
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import validate_recipe
@@ -150,7 +150,7 @@ def test_a_plan_searches_confirms_writes_a_runnable_recipe_and_resumes(tmp_path:
                 raise KeyboardInterrupt
 
     with pytest.raises(RunInterrupted):
-        run_plan(recipe, budget=30, tolerance=100, seeds=2, output=str(tmp_path / "plan"), on_event=stop_after_a_few)
+        run_plan(recipe, PlanSettings(budget=30, tolerance=100, seeds=2), output=str(tmp_path / "plan"), on_event=stop_after_a_few)
     saved = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert saved["status"] == "interrupted"
     done_before = {c["arm"] for c in saved["candidates"] if c["trials"]}
@@ -210,7 +210,7 @@ def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_tria
 
     monkeypatch.setattr(plan_trials, "run_one", interrupted)
     with pytest.raises(RunInterrupted) as exc:
-        run_plan(recipe, budget=30, seeds=2, output=str(tmp_path / "plan"))
+        run_plan(recipe, PlanSettings(budget=30, seeds=2), output=str(tmp_path / "plan"))
     assert "siftcli plan --resume" in exc.value.resume_command and exc.value.signal == "SIGTERM"
     saved = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"] for t in c["trials"])
@@ -260,15 +260,15 @@ def test_a_second_machine_finishes_what_an_interrupted_one_left_and_nothing_trai
                     raise KeyboardInterrupt
         return on_event
 
-    common = {"budget": 30, "tolerance": 100, "seeds": 2, "storage": url, "study": study}
+    common = PlanSettings(budget=30, tolerance=100, seeds=2, storage=url, study=study)
     with pytest.raises(RunInterrupted):
-        run_plan(recipe, output=str(tmp_path / "a"), on_event=counting("a", 4), **common)
+        run_plan(recipe, common, output=str(tmp_path / "a"), on_event=counting("a", 4))
     from siftcli.sweep.study import INTERRUPTED
 
     interrupted = [t for t in _trials(url, study) if t.user_attrs.get(INTERRUPTED)]
     assert len(interrupted) == 1  # the job A was training when it stopped, given back
 
-    _, b = run_plan(recipe, output=str(tmp_path / "b"), on_event=counting("b"), **common)
+    _, b = run_plan(recipe, common, output=str(tmp_path / "b"), on_event=counting("b"))
     trials = [t for t in _trials(url, study) if t.state.name == "COMPLETE"]
     jobs = [t.params["job"] for t in trials]
     assert len(jobs) == len(set(jobs))  # every job trained once

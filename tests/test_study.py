@@ -60,14 +60,20 @@ def test_two_machines_share_one_postgresql_study_and_one_survives_being_killed(p
         trials = _trials(postgres_url, "shared")
         mine = [t for t in trials if t.state.name == "RUNNING" and t.user_attrs.get(studies.OWNER) == me]
         if mine and any(t.state.name == "COMPLETE" for t in trials):
-            break
+            # frozen, then read again: a trial seen running a moment ago may have ended since (the race that once left
+            # nothing interrupted); while a is stopped, what the store says of its trials cannot change
+            first.send_signal(signal.SIGSTOP)
+            trials = _trials(postgres_url, "shared")
+            if any(t.state.name == "RUNNING" and t.user_attrs.get(studies.OWNER) == me for t in trials):
+                break
+            first.send_signal(signal.SIGCONT)
         assert first.poll() is None, first.stderr.read() if first.stderr else ""
         try:
             first.wait(timeout=0.25)  # the poll's pace, and an early end is seen at once
         except subprocess.TimeoutExpired:
             deadline -= 0.25
     assert deadline > 0, "machine a never ran a trial while another was complete"
-    first.send_signal(signal.SIGKILL)
+    first.send_signal(signal.SIGKILL)  # a stopped process dies of SIGKILL at once
     first.wait()
     resumed = _sweep("--resume", str(a))
     outputs = [p.communicate(timeout=300) for p in (resumed, second)]

@@ -256,7 +256,7 @@ def test_rule_weights_scale_the_training_loss() -> None:
     """InfoBatch's weights reach the gradient: weight 2 on every sample doubles an SGD step."""
     from siftcli.sift.losses import cross_entropy_loss
     from siftcli.training.losses import LabelLoss
-    from siftcli.training.step import train_step
+    from siftcli.training.step import Learner, train_step
 
     recipe = validate_recipe({"optim": {"grad_clip": None}})
     batch_x, batch_y = torch.randn(6, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0, 1, 1, 0])
@@ -267,7 +267,8 @@ def test_rule_weights_scale_the_training_loss() -> None:
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         scaler = torch.amp.GradScaler("cpu", enabled=False)
         loss = LabelLoss(lambda m, b: cross_entropy_loss(m, (b["x"], b["labels"])))
-        train_step(model, model, {"x": batch_x, "labels": batch_y}, loss, opt, scaler, recipe, torch.device("cpu"), weights)
+        learner = Learner(model, model, loss, opt, scaler, torch.device("cpu"))
+        train_step(learner, {"x": batch_x, "labels": batch_y}, recipe, weights)
         return model.weight.detach().clone()
 
     plain, doubled = step(None), step(torch.full((6,), 2.0))

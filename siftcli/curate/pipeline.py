@@ -114,15 +114,23 @@ class Curated:
     search: dd.SearchCounts | None = None
 
 
-def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: int | None, holdout: Any | None,
-           column: str, tokenizer: Any, *, keep: float | None, similarity: float | None, engine: Engine,
-           on_phase: Any = None) -> Curated:
-    """The rows to keep of the pool and what choosing them took.
+@dataclass
+class Chunks:
+    """The pool as the engine reads it: each chunk's rows (``jobs``: :func:`read_chunks` from an Arrow table,
+    ``siftcli.curate.stream.stream_chunks`` from a stream), the text ``column``, and where known the ``count`` of
+    chunks and the pool's rows (``rows_hint``: the sketch table is then filled in place instead of joined at the end)."""
 
-    ``jobs``: each chunk's rows (:func:`read_chunks` from an Arrow table, ``siftcli.curate.stream.stream_chunks`` from
-    a stream), ``count`` of them and ``rows_hint`` pool rows where known (the sketch table is then filled in place
-    instead of joined at the end); ``holdout``: the holdout's rows (a ``datasets.Dataset``) when the recipe's reference
-    ranks by one; ``column``: the text column."""
+    jobs: Iterator[tuple]
+    column: str
+    count: int | None = None
+    rows_hint: int | None = None
+
+
+def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *, keep: float | None,
+           similarity: float | None, engine: Engine, on_phase: Any = None) -> Curated:
+    """The rows to keep of the pool and what choosing them took. ``holdout``: the holdout's rows (a
+    ``datasets.Dataset``) when the recipe's reference ranks by one."""
+    jobs, count, rows_hint, column = pool.jobs, pool.count, pool.rows_hint, pool.column
     phases: dict[str, float] = {}
     kind = recipe.sift.reference.kind if keep is not None else None
     if kind is not None and kind not in STREAMED_REFERENCES:
@@ -178,7 +186,7 @@ def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: 
             out.dedup_kept = len(chosen)
         if kind is not None:
             t0 = time.perf_counter()
-            reference = _fit(kind, recipe, holdout, column, tokenizer, head, tail, scans, total)
+            reference = _fit(kind, recipe, holdout, column, tokenizer, scans, total)
             jobs3 = [(k, scan.labels, reference) for k, scan in enumerate(scans)]
             scores = np.concatenate(list(engine.map(score_chunk, jobs3, len(jobs3)))) if scans else np.zeros(0, np.float32)
             chosen = chosen[lowest(scores[chosen], keep)]
@@ -189,14 +197,15 @@ def curate(recipe: Recipe, jobs: Iterator[tuple], count: int | None, rows_hint: 
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, head: int | None, tail: int | None,
-         scans: list[Scan], total: np.ndarray | None) -> Fitted:
+def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, scans: list[Scan],
+         total: np.ndarray | None) -> Fitted:
     """The reference fitted on the holdout (and, for relevance, the pool's summed n-gram counts)."""
     if holdout is None or len(holdout) == 0:
         raise empty_holdout(kind)
     from siftcli.workload.data import column_values
 
     pair = column_values(holdout, recipe.data.text_pair_column) if recipe.data.text_pair_column else None
+    head, tail = markers(tokenizer)
     target = strip_markers(from_texts(tokenizer, column_values(holdout, column), recipe.max_length, pair), head, tail)
     try:
         if kind == "ngram":
@@ -274,7 +283,7 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     n = int((~held).sum())
     jobs = read_chunks(splits.train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
     with engine:
-        done = curate(recipe, jobs, -(-len(splits.train) // CHUNK_ROWS), n, holdout, splits.input_column, tokenizer,
+        done = curate(recipe, Chunks(jobs, splits.input_column, -(-len(splits.train) // CHUNK_ROWS), n), holdout, tokenizer,
                       keep=keep, similarity=similarity, engine=engine)
     kept = done.rows
     phases.update(done.phases)

@@ -23,7 +23,7 @@ import numpy as np
 
 from siftcli.curate import pipeline
 from siftcli.curate.engines import Engine
-from siftcli.curate.pipeline import CurateResult, curate, recipe_tokenizer
+from siftcli.curate.pipeline import Chunks, CurateResult, curate, recipe_tokenizer
 from siftcli.errors import SiftcliError, first_line
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import TABLE_KINDS, atomic_write
@@ -155,7 +155,7 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
     phases = {"read": time.perf_counter() - t0}
     jobs = stream_chunks(open_stream(), column, d.text_pair_column, d.label_column, labels)
     with engine:
-        done = curate(recipe, jobs, None, None, holdout, column, tokenizer, keep=keep, similarity=similarity, engine=engine)
+        done = curate(recipe, Chunks(jobs, column), holdout, tokenizer, keep=keep, similarity=similarity, engine=engine)
     kept, n = done.rows, done.pool
     if n == 0:
         raise SiftcliError(f"data: the training data from {d.source!r} is empty")

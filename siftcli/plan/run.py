@@ -37,9 +37,6 @@ from siftcli.tasks import metric
 from siftcli.training.record import final_value
 from siftcli.workload.build import build_workload
 
-#: The defaults of ``siftcli plan`` (and :func:`run_plan`): the budget in full baseline runs, the tolerance in metric
-#: points, the confirmation's paired seeds and the processes on this machine.
-BUDGET, TOLERANCE, SEEDS, WORKERS = 3.0, 1.0, 3, 1
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
 SPLIT_SEED = 15_485_863
 #: How often a process with nothing to train looks at the study again (another process or machine is training).
@@ -55,27 +52,41 @@ def split_eval(n: int) -> tuple[list[int], list[int]]:
     return sorted(order[: n // 2]), sorted(order[n // 2:])
 
 
-def check_options(budget: float, tolerance: float, seeds: int, workers: int = 1, storage: str = "",
-                  study: str | None = None) -> None:
-    """One line for each bad option, before anything loads (the storage is opened: a server that does not answer is
-    found now, not after the baseline)."""
-    from siftcli.sweep.study import check_storage
+@dataclass(frozen=True)
+class PlanSettings:
+    """What a plan may spend and how it decides, with ``siftcli plan``'s defaults: the budget in full baseline runs, the
+    tolerance in metric points, the confirmation's paired seeds, the processes on this machine, and a study shared
+    with other machines (``storage``/``study``; none: a journal file in the plan's folder)."""
 
-    if not budget == budget or not 1 < budget <= 100:
-        raise SiftcliError(f"--budget {budget}: expected a number of full baseline runs above 1 (the baseline itself is "
-                           "one) and at most 100")
-    if not tolerance == tolerance or not 0 <= tolerance <= 100:
-        raise SiftcliError(f"--tolerance {tolerance}: expected metric points, 0 or more")
-    if not 2 <= seeds <= 50:
-        raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
-    if not 1 <= workers <= 64:
-        raise SiftcliError(f"--workers {workers}: expected 1 to 64 processes on this machine")
-    if study is not None and not study.strip():
-        raise SiftcliError("--study: expected a name shared by every machine of the plan")
-    if study is not None and not storage:
-        raise SiftcliError("--study names a study in a shared --storage; give --storage too (without it the plan's "
-                           "study is a journal file in its folder)")
-    check_storage(storage, study or DEFAULT_STUDY)
+    budget: float = 3.0
+    tolerance: float = 1.0
+    seeds: int = 3
+    workers: int = 1
+    storage: str = ""
+    study: str | None = None
+
+    def check(self) -> None:
+        """One line for each bad option, before anything loads (the storage is opened: a server that does not answer
+        is found now, not after the baseline)."""
+        from siftcli.sweep.study import check_storage
+
+        budget, tolerance, seeds, workers, storage, study = (self.budget, self.tolerance, self.seeds, self.workers,
+                                                             self.storage, self.study)
+        if not budget == budget or not 1 < budget <= 100:
+            raise SiftcliError(f"--budget {budget}: expected a number of full baseline runs above 1 (the baseline itself "
+                               "is one) and at most 100")
+        if not tolerance == tolerance or not 0 <= tolerance <= 100:
+            raise SiftcliError(f"--tolerance {tolerance}: expected metric points, 0 or more")
+        if not 2 <= seeds <= 50:
+            raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
+        if not 1 <= workers <= 64:
+            raise SiftcliError(f"--workers {workers}: expected 1 to 64 processes on this machine")
+        if study is not None and not study.strip():
+            raise SiftcliError("--study: expected a name shared by every machine of the plan")
+        if study is not None and not storage:
+            raise SiftcliError("--study names a study in a shared --storage; give --storage too (without it the plan's "
+                               "study is a journal file in its folder)")
+        check_storage(storage, study or DEFAULT_STUDY)
 
 
 @dataclass
@@ -200,12 +211,10 @@ def _threads(workers: int) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
-def run_plan(recipe: Recipe | None, *, budget: float = BUDGET, tolerance: float = TOLERANCE, seeds: int = SEEDS,
-             output: str | None = None, resume: str | None = None, on_event: Event | None = None, workers: int = WORKERS,
-             storage: str = "", study: str | None = None) -> tuple[Path, PlanRecord]:
+def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, output: str | None = None,
+             resume: str | None = None, on_event: Event | None = None) -> tuple[Path, PlanRecord]:
     """Search, confirm and decide; every finished job is in the plan's study and ``plan.json`` is rewritten after each,
-    so an interrupted plan resumes where it stopped (``workers``: processes on this machine; ``storage``/``study``: a
-    study shared with other machines)."""
+    so an interrupted plan resumes where it stopped (``resume``: with the settings it was started with)."""
     from siftcli.sweep.trial import recipe_sha256
 
     emit = on_event or (lambda kind, data: None)
@@ -223,11 +232,12 @@ def run_plan(recipe: Recipe | None, *, budget: float = BUDGET, tolerance: float 
         first = build_workload(recipe)
     else:
         assert recipe is not None
-        check_options(budget, tolerance, seeds, workers, storage, study)
+        s = settings or PlanSettings()
+        s.check()
         candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
         first, folder = prepare(recipe, output, "-plan", check=lambda workload: split_eval(len(workload.eval_data)))
-        record = PlanRecord("running", recipe.name, first.metric, budget, tolerance, seeds, candidates=candidates,
-                            skipped=skipped, storage=storage, study=study or DEFAULT_STUDY, workers=workers)
+        record = PlanRecord("running", recipe.name, first.metric, s.budget, s.tolerance, s.seeds, candidates=candidates,
+                            skipped=skipped, storage=s.storage, study=s.study or DEFAULT_STUDY, workers=s.workers)
     _threads(record.workers)
     rows = _rows(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])

@@ -45,6 +45,8 @@ def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batc
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, numbers.Real)
                                or not math.isfinite(epochs) or epochs <= 0):
         raise ValueError(f"epochs must be the run's length in epochs, a finite number above 0 (or None), got {epochs!r}")
+    if config is not None and config.anneal_fraction and not epochs:
+        raise ValueError("anneal_fraction needs epochs=: the loader must know when the last part of the run begins")
 
 
 def check_padding(padding_side: Any, pad_to_multiple_of: Any, pad_values: Any) -> None:
@@ -58,9 +60,17 @@ def check_padding(padding_side: Any, pad_to_multiple_of: Any, pad_values: Any) -
                         f"got {type(pad_values).__name__}")
 
 
-def check_inputs(dataloader: Any, batch_transform: Any, reference_losses: Any, device: Any, **flags: Any) -> None:
-    """The rest of the loader's keywords: a callable transform, a reference loss for every sample the loader can index,
-    a torch device, and ``flags`` (``exact_len``, ``yield_on_device``, ``meta_in_batch``) that are booleans."""
+def check_inputs(dataloader: Any, config: Any, precision: Any, batch_transform: Any, reference_losses: Any, device: Any,
+                 **flags: Any) -> None:
+    """The rest of the loader's keywords: a scoring precision, a callable transform, a reference loss for every sample
+    the loader can index (exactly when the config scores by one), a torch device, and ``flags`` (``exact_len``,
+    ``yield_on_device``, ``meta_in_batch``) that are booleans."""
+    if precision not in ("fp32", "bf16", "fp16", "auto", "fastest"):
+        raise ValueError(f"precision must be fp32, bf16, fp16, auto or fastest, got {precision!r}")
+    config = config or SiftConfig()
+    if config.uses_reference != (reference_losses is not None):
+        raise ValueError(f"score={config.score!r} and reference_losses go together: pass both (score 'reducible' or "
+                         "'reference') or neither")
     if batch_transform is not None and not callable(batch_transform):
         raise TypeError(f"batch_transform must be a callable batch -> batch, got {type(batch_transform).__name__}")
     for name, flag in flags.items():

@@ -300,6 +300,19 @@ class Outbox:
         """The kept rows of ``raw`` (``mask``) with their ``meta``; full batches become pending."""
         self.pending += list(zip(self.packer.add(raw, mask), self.meta.add(meta, mask)))
 
+    def add_decided(self, raw: Any, mask: torch.Tensor, indices: torch.Tensor | None, weights: torch.Tensor | None,
+                    delayed: bool) -> None:
+        """A decided raw batch's kept rows with their meta: the rule's weights (ones where it gives none), whether the
+        delay kept them (their training losses fill the history) and their dataset indices where known. ``raw`` is
+        the whole raw batch (``mask`` picks the kept rows) or, decided at the sampler, only its kept rows."""
+        n = mask.numel()
+        meta = {"weight": torch.ones(n) if weights is None else weights.float(), "delayed": torch.full((n,), delayed)}
+        if indices is not None:
+            meta["index"] = indices
+        if batch_size(raw) != n:  # only the kept rows were fetched
+            meta, mask = select(meta, mask.nonzero().flatten()), torch.ones(int(mask.sum()), dtype=torch.bool)
+        self.add(raw, mask, meta)
+
     def drain(self) -> None:
         """At an epoch's end: the remainder becomes a last, smaller batch."""
         self.pending += list(zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False)))

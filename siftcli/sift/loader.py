@@ -1,8 +1,9 @@
 """``SiftingDataLoader``: wraps a ``DataLoader`` and yields full batches of kept samples.
 
-The iterator is the only thing here; it calls the engine's pieces in order for each raw batch:
-indices (:mod:`.indices`), scoring (:mod:`.scoring`), the decision (:mod:`.sifter`), agreement
-across ranks (:mod:`.distributed`), counting (:mod:`.stats`) and packing (:class:`.batching.Packer`).
+The iterator and the loader's contract (``len``, hooks, the feedback of training losses, checkpoints) are here; each
+raw batch goes through :mod:`.decide` (fetched in, decided, counted and packed out), which calls the engine's
+pieces in order: indices (:mod:`.indices`), scoring (:mod:`.scoring`), the decision (:mod:`.sifter`), agreement
+across ranks (:mod:`.distributed`), counting (:mod:`.stats`) and packing (:class:`.batching.Outbox`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from typing import Any
 
 import torch
 
-from siftcli.sift import batching, saved
+from siftcli.sift import batching, decide, saved
 from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
-from siftcli.sift.distributed import agree_min, any_true, check_same, gather_values, rank, world_size
+from siftcli.sift.distributed import agree_min, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
-from siftcli.sift.prefilter import Arrival, Entry, SamplerDecisions
+from siftcli.sift.prefilter import Arrival, SamplerDecisions
 from siftcli.sift.quota import EpochQuota, expected_batches
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
@@ -89,18 +90,13 @@ class SiftingDataLoader:
                  exact_len: bool = False) -> None:
         check_arguments(dataloader, model, loss_fn, config, batch_size, epochs)
         check_padding(padding_side, pad_to_multiple_of, pad_values)
-        check_inputs(dataloader, batch_transform, reference_losses, device, exact_len=exact_len,
+        check_inputs(dataloader, config, precision, batch_transform, reference_losses, device, exact_len=exact_len,
                      yield_on_device=yield_on_device, meta_in_batch=meta_in_batch)
         self.dataloader = dataloader
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
         if self.batch_size < 1:
             raise ValueError("batch_size is unknown: pass batch_size= or wrap a DataLoader that has one")
-        if precision not in ("fp32", "bf16", "fp16", "auto", "fastest"):
-            raise ValueError(f"precision must be fp32, bf16, fp16, auto or fastest, got {precision!r}")
-        if self.config.uses_reference != (reference_losses is not None):
-            raise ValueError(f"score={self.config.score!r} and reference_losses go together: pass both (score 'reducible' or "
-                             "'reference') or neither")
         self.device = torch.device(device) if device is not None else model_device(model)
         if self.config.score in UNCERTAINTY:  # the model's own uncertainty replaces the loss as the score
             loss_fn = Uncertainty(self.config.score)
@@ -121,8 +117,6 @@ class SiftingDataLoader:
         self.quota = EpochQuota(exact_len)
         if world_size() > 1:  # each rank draws its own keep decisions (and saves its own generator)
             self.sifter.generator.manual_seed(int(self.config.seed) + 1_000_003 * rank())
-        if self.config.anneal_fraction and not epochs:
-            raise ValueError("anneal_fraction needs epochs=: the loader must know when the last part of the run begins")
         if epochs:
             self.sifter.total_steps = math.ceil(float(epochs) * len(dataloader))
         self.stats = SiftStats(target_keep_fraction=self.config.target_keep_fraction)
@@ -190,17 +184,6 @@ class SiftingDataLoader:
         """``s``: scoring seconds per sample over the loop's training seconds per sample (NaN until both were seen)."""
         return self.scorer.cost(self.stats.scored_samples)
 
-    def _keeps_all(self) -> bool:
-        """Whether the next raw batch is kept whole by the schedule; an ``auto`` delay may end here."""
-        if self.config.auto_delay and self.sifter.in_delay and self.config.needs_scores:
-            s = self.scoring_cost
-            if self.config.scoring == "memory":  # a sample is scored about once per memory_max_age + 1 epochs
-                s /= 1 + (self.config.memory_max_age if self.config.memory_max_age is not None else 9)
-            started = self.sifter.maybe_start(s)
-            if world_size() > 1 and any_true(started, device=self.device)[0] and self.sifter.started_at is None:
-                self.sifter.started_at = self.sifter.steps  # every rank starts at the same raw batch
-        return self.sifter.keeps_all
-
     def __iter__(self) -> Iterator[Any]:
         """One pass (an epoch, or the rest of a resumed one). A newer pass overtakes this one: resuming the older after
         the newer started raises, since both would draw from one sifting state (history, position, packed rows)."""
@@ -227,7 +210,7 @@ class SiftingDataLoader:
         self._resume_mid_epoch = False
         set_epoch(self.dataloader, self.epoch)
         prefilter = self.decisions.active
-        self.indices.start((lambda batch: self.decisions.choose(batch, self.epoch, self._keeps_all)) if prefilter else None)
+        self.indices.start((lambda batch: self.decisions.choose(batch, self.epoch, lambda: decide.keeps_all(self))) if prefilter else None)
         if prefilter:  # resume: the sampler passes over finished raw batches without fetching them
             self.decisions.start(skip)
         source = iter(self.dataloader)
@@ -242,18 +225,18 @@ class SiftingDataLoader:
             except StopIteration:
                 break
             self.stats.data_wait_seconds += time.perf_counter() - t0
-            arrival = self._begin(raw, self.indices.next())
+            arrival = decide.begin(self, raw, self.indices.next())
             before, self._waiting = self._waiting, None
             if arrival.pending is not None and arrival.pending.job is not None and self.overlap:
                 self._waiting = arrival  # held while the batch before is packed and yielded (a checkpoint saves it)
             if before is not None:  # the batch before: its scores arrived while this one's were queued
-                self._finish(before)
+                decide.finish(self, before)
                 yield from self._flush()
             if self._waiting is not arrival:
-                self._finish(arrival)
+                decide.finish(self, arrival)
                 yield from self._flush()
         self._finish_waiting()
-        self._account_dropped()
+        decide.account_dropped(self)
         if self.quota.allowed(len(self.outbox.pending) + 1, exhausted=True) > len(self.outbox.pending):
             self.outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
@@ -262,7 +245,7 @@ class SiftingDataLoader:
     def _finish_waiting(self) -> None:
         if self._waiting is not None:
             waiting, self._waiting = self._waiting, None
-            self._finish(waiting)
+            decide.finish(self, waiting)
 
     def _close_epoch(self) -> None:
         self._finish_waiting()  # a pass stopped early: the raw batch it fetched is decided like the rest
@@ -309,75 +292,6 @@ class SiftingDataLoader:
     def last_indices(self) -> torch.Tensor | None:
         """Dataset indices of the batch being trained on (the oldest not yet recorded), where known."""
         return self.feedback.last_indices
-
-    # -- one raw batch ----------------------------------------------------------------------
-    def _begin(self, raw: Any, indices: torch.Tensor | None) -> Arrival:
-        """A fetched raw batch: its place in the sampler's order taken, its scoring forward queued where it will be
-        wanted (judged one decision ahead while another batch waits), nothing read back from the device."""
-        if self.batch_transform is not None:
-            raw = self.batch_transform(raw)
-        if indices is None and self._needs_indices:
-            raise RuntimeError(f"the loader lost track of sample indices, which {self._needs_indices} needs "
-                               "(was the DataLoader iterated before it was wrapped?)")
-        arrival = Arrival(raw, indices)
-        if self.decisions.inflight:
-            arrival.dropped = list(self.decisions.dropped())
-            arrival.entry = self.decisions.next()
-        if arrival.entry is None or arrival.entry.mask is None:
-            n = batching.batch_size(raw)
-            if self.sifter.wants_scores(n, ahead=int(self._waiting is not None)):
-                arrival.pending = self.decisions.launch(raw, indices, n, self.epoch)
-        return arrival
-
-    def _finish(self, arrival: Arrival) -> None:
-        """Decide, count and pack a raw batch (full batches go to the outbox), after those dropped at the sampler
-        before it; its losses are read here, a batch after their forward was queued when overlapping."""
-        for entry in arrival.dropped:
-            self._account(entry, None)
-        raw, indices, entry = arrival.raw, arrival.indices, arrival.entry
-        if entry is not None and entry.mask is not None:  # decided at the sampler; raw holds the kept samples only
-            return self._account(entry, raw)
-        n = batching.batch_size(raw)
-        delayed = self._keeps_all()
-        losses, scored = None, 0
-        if self.sifter.wants_scores(n):  # queued at _begin, or (a start the look-ahead missed) scored now
-            pending = arrival.pending or self.decisions.launch(raw, indices, n, self.epoch)
-            losses, scored = self.decisions.complete(pending, self.epoch)
-        elif arrival.pending is not None:  # queued for a decision that turned out not to rank: counted, not used
-            scored = self.decisions.complete(arrival.pending, self.epoch)[1]
-        scores = None if losses is None else self.scorer.scores(losses, indices)
-        mask, weights = self.sifter.decide_weighted(scores, n, None if losses is None else self.decisions.due(indices, self.epoch))
-        return self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
-
-    def _account_dropped(self) -> None:
-        for entry in self.decisions.dropped():
-            self._account(entry, None)
-
-    def _account(self, entry: Entry, raw: Any, delayed: bool = False, scored: int = 0) -> None:
-        """Count a decided raw batch, tell the hooks, and pack what it kept. ``raw`` is the whole raw batch,
-        or, for a batch decided at the sampler, only its kept samples (``None`` when none was)."""
-        mask, n = entry.mask, entry.mask.numel()
-        whole = raw is not None and batching.batch_size(raw) == n
-        self._raw_in_epoch += 1
-        self.stats.count(self.epoch, n, int(mask.sum()), delayed, scored, 0 if entry.losses is None else n - scored)
-        self.stats.follow(self.sifter, self.scorer.seconds)
-        if entry.raw is not None and entry.scores is not None and not delayed:  # a ranked decision
-            self.stats.count_ages(self.memory.ages(entry.raw, self.epoch) if self.config.score != "reference"
-                                  else torch.zeros(n, dtype=torch.long))
-            self.kept_sets.add(entry.raw[mask].tolist())
-        for hook in self._on_batch:
-            hook(BatchDecision(raw, mask, entry.losses, entry.scores, entry.raw, delayed, scored, entry.weights))
-        if raw is None:
-            return
-        t1 = time.perf_counter()
-        meta = {"weight": torch.ones(n) if entry.weights is None else entry.weights.float(),
-                "delayed": torch.full((n,), delayed)}  # kept whole by the delay: their training losses fill the history
-        if entry.raw is not None:
-            meta["index"] = entry.raw
-        packed_mask = mask if whole else torch.ones(int(mask.sum()), dtype=torch.bool)
-        meta = meta if whole else batching.select(meta, mask.nonzero().flatten())
-        self.outbox.add(raw, packed_mask, meta)
-        self.stats.packing_seconds += time.perf_counter() - t1
 
     def _flush(self, last: bool = False) -> Iterator[Any]:
         """Yield the packed batches; under torch.distributed only as many as every rank has (the rest wait

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import _distributions, grid_points
 from siftcli.sweep.trial import recipe_sha256, run_trial
-from siftcli.sweep.workers import Pool, Reply, WorkloadCache
+from siftcli.sweep.workers import Finished, Pool, WorkloadCache
 from siftcli.tasks import metric
 from siftcli.workload.build import build_workload
 
@@ -198,14 +198,15 @@ def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: 
                             raise
                         except Exception as exc:  # a failed trial is recorded, the sweep goes on
                             result, code = {"error": f"{type(exc).__name__}: {exc}"}, 1
-                        _tell(study, trial.number, sweep_dir, code, result, time.time() - began, full_seconds, settings, emit)
+                        _tell(study, Finished(trial.number, code, result, time.time() - began), sweep_dir, full_seconds,
+                              settings, emit)
                     else:
                         pool.start(trial.number)
                     continue
                 if count.running == 0 and busy == 0:
                     return  # the study has its trials, and nothing runs anywhere
             for end in pool.wait(1.0) if pool else []:
-                _tell(study, end.number, sweep_dir, end.code, end.reply, end.seconds, full_seconds, settings, emit)
+                _tell(study, end, sweep_dir, full_seconds, settings, emit)
             if pool is None and count.running:
                 time.sleep(1.0)  # in-process mode waiting on other machines' trials
             if time.time() - tended > TEND_EVERY:
@@ -214,7 +215,7 @@ def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: 
     except BaseException:
         if pool is not None:  # SIGTERM to the workers: each finishes its step and keeps what it did
             for end in pool.stop():
-                _tell(study, end.number, sweep_dir, end.code or 143, end.reply, end.seconds, full_seconds, settings, emit)
+                _tell(study, replace(end, code=end.code or 143), sweep_dir, full_seconds, settings, emit)
         raise
 
 
@@ -227,22 +228,21 @@ def _gpu_count() -> int:
         return 0
 
 
-def _tell(study: Any, number: int, sweep_dir: Path, code: int, reply: Reply | None, seconds: float,
-          full_seconds: float, settings: SweepSettings, emit: Any) -> None:
+def _tell(study: Any, end: Finished, sweep_dir: Path, full_seconds: float, settings: SweepSettings, emit: Any) -> None:
     """Tell the study how trial ``number`` ended, with what the summary needs as its attributes (every machine
     summarises from the study, so its trial folders need not be shared)."""
-    optuna = studies.optuna_module()
+    optuna, number = studies.optuna_module(), end.number
     try:
-        _record(study, studies.live_trial(study, number), sweep_dir, code, reply, seconds, full_seconds, settings, optuna)
+        _record(study, studies.live_trial(study, number), end, sweep_dir, full_seconds, settings)
     except optuna.exceptions.UpdateFinishedTrialError:  # another machine took it as stale and queued it again
         emit("warning", {"message": f"trial {number} was taken over by another machine (silent over "
                                     f"{settings.stale_seconds:g} s); its result here is kept in {sweep_dir}/trial-{number}"})
     emit("trial_end", {"number": number, "state": study.get_trials(deepcopy=False)[number].state.name})
 
 
-def _record(study: Any, trial: Any, sweep_dir: Path, code: int, reply: Reply | None, seconds: float,
-            full_seconds: float, settings: SweepSettings, optuna: Any) -> None:
-    number = trial.number
+def _record(study: Any, trial: Any, end: Finished, sweep_dir: Path, full_seconds: float, settings: SweepSettings) -> None:
+    optuna = studies.optuna_module()
+    number, code, reply, seconds = trial.number, end.code, end.reply, end.seconds
     path = sweep_dir / f"trial-{number}" / "trial.json"
     result = read_json(path) if code == 0 and path.exists() else None
     trial.set_user_attr("process_seconds", seconds)

@@ -124,7 +124,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     compiled = compiling.counts() if recipe.compile else None
 
     def finish(status: str) -> RunMetrics:
-        out = _finish(workload, recipe, sift, loader, arm, status, state, started, run.device, run_dir, compiled, reference)
+        out = _finish(run, workload, recipe, arm, status, started, compiled)
         if compiled is not None and steady is not None:  # compilations after the buckets were compiled: 0 is the aim
             out["compile"]["steady_compilations"] = compiling.since(steady)["compilations"]
         return out
@@ -145,6 +145,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             clock.start()
             precompile(run, workload, recipe)  # on the clock: compiling is the arm's own cost
             steady = compiling.counts() if recipe.compile else None
+            learner = run.learner
             out_of_time = False  # the seconds budget, agreed by every rank at each step (clocks differ across ranks)
             while state.epoch < budget.epochs and not out_of_time and not budget.done(state.step, loader.stats.raw_samples):
                 for batch in timed_batches(loader, state):
@@ -155,8 +156,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     lr = optim.lr * lr_factor(progress, optim.warmup_fraction, optim.schedule)
                     for group in run.optimizer.param_groups:
                         group["lr"] = lr
-                    step = train_step(run.forward, run.model, batch, run.loss, run.optimizer, run.scaler, recipe,
-                                      run.device, loader.last_weights, loader.last_indices)
+                    step = train_step(learner, batch, recipe, loader.last_weights, loader.last_indices)
                     loader.record(step.losses)
                     own, taught = run.loss.take_cost()
                     clock.add("forward_backward", step.forward_backward, inside=tuple(span for _, span in own))
@@ -285,14 +285,14 @@ def _log_step(state: RunState, watch: LossWatch, clock: RunClock, lr: float, raw
     emit("step", record)
 
 
-def _finish(workload: Workload, recipe: Recipe, sift: SiftConfig | None, loader: Any, arm: str, status: str, state: RunState,
-            started: float, device: torch.device, run_dir: Path | None, compiled: dict[str, int] | None = None,
-            reference: Reference | None = None) -> RunMetrics:
+def _finish(run: Run, workload: Workload, recipe: Recipe, arm: str, status: str, started: float,
+            compiled: dict[str, int] | None = None) -> RunMetrics:
     """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
     rank's are merged (:func:`~siftcli.training.metrics.merge_ranks`) and every rank returns the same: what a caller
     decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""
-    out = summarise_run(workload, recipe, sift, loader, arm, status, state, state.earlier_seconds + time.perf_counter() - started,
-                        device, parallel.world())
+    state, loader, sift, reference, run_dir = run.state, run.loader, run.sift, run.reference, run.run_dir
+    out = summarise_run(workload, recipe, run, arm, status, state.earlier_seconds + time.perf_counter() - started,
+                        parallel.world())
     # what this run paid is what its clock holds (a resumed run read the reference again, at no cost to it)
     out["reference"] = {**reference.summary(), "paid_seconds": state.phases.get("reference", 0.0)} if reference else None
     if compiled is not None:  # what torch.compile did during this run (graphs, compilations, eager fallbacks)

@@ -20,14 +20,15 @@ def _share(part: list[int], whole: list[int]) -> float | None:
     return sum(part) / sum(whole) if sum(whole) else None
 
 
-def summarise_run(workload: Any, recipe: Any, sift: Any, loader: Any, arm: str, status: str, state: Any,
-                  total_seconds: float, device: Any, world: int = 1) -> RunMetrics:
+def summarise_run(workload: Any, recipe: Any, run: Any, arm: str, status: str, total_seconds: float,
+                  world: int = 1) -> RunMetrics:
     """One run's metrics.json (of one rank, under torchrun: :func:`merge_ranks` joins them), section by section:
     final metric, times, phases, keep rates, the scoring cost s and the cost model, flipped labels, groups.
 
     ``s`` = scoring seconds per scored sample over training seconds per trained sample; the predicted
     equal-epoch ratio is ``scored/raw * s + kept fraction`` (plus a reference model's share, if any).
     """
+    sift, loader, state, device = run.sift, run.loader, run.state, run.device
     st = loader.stats
     final = state.curve[-1] if state.curve else {}
     raw, scored, trained, phases = st.raw_samples, st.scored_samples, state.trained, state.phases

@@ -12,7 +12,7 @@ from siftcli.sift.precision import autocast, fast_bf16, scoring_precision
 from siftcli.sift.sifter import UNCERTAINTY
 from siftcli.training.losses import own_loss
 from siftcli.training.setup import make_optimizer, sift_config
-from siftcli.training.step import train_step
+from siftcli.training.step import Learner, train_step
 
 
 def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
@@ -38,10 +38,11 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
     scaler = torch.amp.GradScaler(device.type, enabled=recipe.precision == "fp16")
     sp = scoring_precision(recipe.sift.precision, device, recipe.precision)
     precisions = ("fp32", "bf16") if sp == "fastest" else (sp,)  # fastest: the scorer will keep the faster, so does this
+    learner = Learner(model, model, pilot_loss, opt, scaler, device)
     train_t: list[float] = []
     score_t: dict[str, list[float]] = {p: [] for p in precisions}
     for i in range(steps + 1):
-        step = train_step(model, model, batch, pilot_loss, opt, scaler, recipe, device)  # the loop's own step
+        step = train_step(learner, batch, recipe)  # the loop's own step
         if not bool(torch.isfinite(step.loss)):  # a measurement, not the run: reading it back here costs nothing that counts
             return None  # the run itself reports a loss that is not finite, with its step
         model.eval()

@@ -24,6 +24,7 @@ from siftcli.training.checkpoint import Stateful
 from siftcli.training.distill import distill_loss
 from siftcli.training.losses import LabelLoss, StepLoss
 from siftcli.training.state import Budget, Reference, RunState
+from siftcli.training.step import Learner
 from siftcli.workload.augment import AugmentedDataset
 from siftcli.workload.build import Workload
 
@@ -155,8 +156,8 @@ def _forwards(model: torch.nn.Module, recipe: Recipe, device: torch.device) -> t
 @dataclass
 class Run:
     """Everything one run trains with: the model and its two forwards (training, and the bare one that scores and
-    evaluates), the loaders, optimizer, scaler, the step's loss, the budget, the state, and the parts a checkpoint
-    holds."""
+    evaluates), the loaders, optimizer, scaler, the step's loss, the budget, the state, the parts a checkpoint
+    holds, and what it was set up from: the sift settings, the reference and its folder."""
 
     device: torch.device
     model: torch.nn.Module
@@ -170,6 +171,14 @@ class Run:
     budget: Budget
     state: RunState
     parts: dict[str, Stateful]
+    sift: SiftConfig | None = None
+    reference: Reference | None = None
+    run_dir: Path | None = None
+
+    @property
+    def learner(self) -> Learner:
+        """What :func:`~siftcli.training.step.train_step` trains with."""
+        return Learner(self.forward, self.model, self.loss, self.optimizer, self.scaler, self.device)
 
 
 def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, reference: Reference | None,
@@ -199,4 +208,5 @@ def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, refer
         state.phases.update(before)
         state.train_clock = state.last_eval_clock = state.earlier_seconds = sum(before.values())
     budget = Budget.of(recipe, len(loader.dataloader.sampler))  # this rank's share under torchrun
-    return Run(device, model, forward, bare, loader, eval_loader, optimizer, scaler, loss, budget, state, parts)
+    return Run(device, model, forward, bare, loader, eval_loader, optimizer, scaler, loss, budget, state, parts, sift,
+               reference, run_dir)

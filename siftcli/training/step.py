@@ -12,9 +12,22 @@ from siftcli.sift.transfer import Span, to_device
 from siftcli.training.losses import StepLoss
 
 
-def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str, torch.Tensor], loss_fn: StepLoss,
-               optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, recipe: Recipe, device: torch.device,
-               weights: torch.Tensor | None = None, indices: torch.Tensor | None = None) -> Step:
+@dataclass
+class Learner:
+    """What a step trains with: ``forward`` computes (the model itself, or its compiled or data-parallel form),
+    ``model`` holds the weights (their gradients are clipped), the step's loss, the optimizer, the gradient scaler
+    (a no-op unless training in fp16) and the device."""
+
+    forward: torch.nn.Module
+    model: torch.nn.Module
+    loss: StepLoss
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    device: torch.device
+
+
+def train_step(learner: Learner, batch: dict[str, torch.Tensor], recipe: Recipe, weights: torch.Tensor | None = None,
+               indices: torch.Tensor | None = None) -> Step:
     """One optimizer step, queued without reading anything back from the device (:class:`Step`). The per-sample losses
     feed the sifting loader's loss memory for free; ``weights`` (a weighting rule's, e.g. InfoBatch's) scale them before
     the mean; ``indices`` (the batch's dataset indices) go to the loss, whose teacher cache is keyed by them.
@@ -22,6 +35,8 @@ def train_step(forward: torch.nn.Module, model: torch.nn.Module, batch: dict[str
     The scaler is a no-op unless training in fp16, so there is one path for every precision. Whether the loss was
     finite is read later, at a log, evaluation or checkpoint step (:class:`~siftcli.training.clock.LossWatch`).
     """
+    forward, model, loss_fn, optimizer, scaler, device = (learner.forward, learner.model, learner.loss, learner.optimizer,
+                                                          learner.scaler, learner.device)
     fb = Span(device).start()
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     with autocast(device, recipe.precision):

@@ -14,7 +14,7 @@ from siftcli.sift.batching import to_device as batch_to_device
 from siftcli.sift.precision import autocast
 from siftcli.training.losses import own_loss
 from siftcli.training.setup import Run
-from siftcli.training.step import train_step
+from siftcli.training.step import Learner, train_step
 from siftcli.workload.build import Workload
 
 
@@ -41,9 +41,10 @@ def warm_up(run: Run, workload: Workload, recipe: Recipe) -> None:
              scaler.state_dict(), torch.get_rng_state(), torch.cuda.get_rng_state_all() if device.type == "cuda" else None)
     batch = first_batch(workload, recipe)
     loss = own_loss(workload.loss_fn, workload.unlabeled)
+    learner = Learner(model, model, loss, optimizer, scaler, device)
     try:
         for _ in range(steps):
-            train_step(model, model, batch, loss, optimizer, scaler, recipe, device)
+            train_step(learner, batch, recipe)
         model.eval()
         with torch.inference_mode(), autocast(device, run.loader.scorer.precision):
             loss.fn(model, batch_to_device(batch, device))

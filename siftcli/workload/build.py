@@ -105,15 +105,8 @@ def try_loss(spec: str, loss_fn: PerSampleLoss, model: torch.nn.Module, batch: A
 
 def splits_from_recipe(recipe: Recipe) -> Any:
     """The recipe's data block, loaded and checked (see :func:`siftcli.workload.data.load_splits`)."""
-    d = recipe.data
-    return load_splits(
-        d.source, task=recipe.task, fmt=d.format, config_name=d.config_name, revision=d.revision, train_split=d.train_split,
-        eval_split=d.eval_split, eval_source=d.eval_source, eval_fraction=d.eval_fraction,
-        text_column=d.text_column, text_pair_column=d.text_pair_column, image_column=d.image_column,
-        label_column=d.label_column, label_names=d.label_names, column_names=d.column_names,
-        max_train_samples=d.max_train_samples, max_eval_samples=d.max_eval_samples, seed=recipe.seed,
-        unlabeled_train=recipe.distill is not None and recipe.distill.alpha == 1.0,
-    )
+    return load_splits(recipe.data, task=recipe.task, seed=recipe.seed,
+                       unlabeled_train=recipe.distill is not None and recipe.distill.alpha == 1.0)
 
 
 def check_sift_fits(recipe: Recipe, unlabeled: bool) -> None:

@@ -10,10 +10,13 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from siftcli.errors import SiftcliError, first_line
 from siftcli.tasks import TASKS
+
+if TYPE_CHECKING:
+    from siftcli.recipe.schema import DataSpec
 
 BUILTIN_DATA = ("builtin:vader-words",)
 FILE_FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "json", ".parquet": "parquet"}
@@ -74,30 +77,15 @@ def vader_words(eval_fraction: float = 0.15, seed: int = 0) -> tuple[dict[str, l
     )
 
 
-def load_splits(
-    source: str,
-    *,
-    task: str,
-    fmt: str = "auto",
-    config_name: str | None = None,
-    revision: str | None = None,
-    train_split: str = "train",
-    eval_split: str | None = None,
-    eval_source: str | None = None,
-    eval_fraction: float = 0.15,
-    text_column: str = "text",
-    text_pair_column: str | None = None,
-    image_column: str = "image",
-    label_column: str = "label",
-    label_names: list[str] | None = None,
-    column_names: list[str] | None = None,
-    max_train_samples: int | None = None,
-    max_eval_samples: int | None = None,
-    seed: int = 0,
-    unlabeled_train: bool = False,
-) -> DataSplits:
-    """Load, check columns, map labels, hold out evaluation data and cap sizes."""
+def load_splits(data: DataSpec, *, task: str, seed: int = 0, unlabeled_train: bool = False) -> DataSplits:
+    """Load, check columns, map labels, hold out evaluation data and cap sizes: the recipe's ``data`` block as read
+    (``unlabeled_train``: a training source without labels is accepted, for distillation with alpha 1)."""
     import datasets
+
+    source, fmt, config_name, revision = data.source, data.format, data.config_name, data.revision
+    train_split, eval_split, eval_source, eval_fraction = data.train_split, data.eval_split, data.eval_source, data.eval_fraction
+    text_column, text_pair_column, image_column = data.text_column, data.text_pair_column, data.image_column
+    label_column, label_names, column_names = data.label_column, data.label_names, data.column_names
 
     datasets.disable_progress_bars()
     # every error of a load becomes siftcli's own one line (naming the file and line): the library's logged copy of it
@@ -144,10 +132,10 @@ def load_splits(
                 f"{keys.get(missing[0], 'data')}: column {missing[0]!r} not found in the {name} data ({where}); "
                 f"available columns: {', '.join(ds.column_names)}"
             )
-    if max_train_samples:
-        train = train.shuffle(seed=seed).select(range(min(max_train_samples, len(train))))
-    if max_eval_samples:
-        evald = evald.shuffle(seed=seed).select(range(min(max_eval_samples, len(evald))))
+    if data.max_train_samples:
+        train = train.shuffle(seed=seed).select(range(min(data.max_train_samples, len(train))))
+    if data.max_eval_samples:
+        evald = evald.shuffle(seed=seed).select(range(min(data.max_eval_samples, len(evald))))
     if len(train) == 0:
         raise SiftcliError(f"data: the training data from {source!r} is empty after filtering")
     if len(evald) == 0:

@@ -9,7 +9,7 @@ import torch
 from typing_extensions import TypedDict
 
 from siftcli.errors import SiftcliError
-from siftcli.recipe.schema import Recipe
+from siftcli.recipe.schema import DataSpec, Recipe
 from siftcli.sift.batching import bucket
 from siftcli.tasks import TASKS
 from siftcli.workload.data import column_values, load_splits
@@ -134,9 +134,10 @@ def holdout_split(recipe: Recipe, label_names: list[str] | None) -> Any:
     """``sift.reference.holdout_source``: rows with the training data's columns and labels."""
     d, src = recipe.data, recipe.sift.reference.holdout_source
     try:
-        split = load_splits(src, task=recipe.task, fmt=d.format, eval_source=src, text_column=d.text_column,
-                            text_pair_column=d.text_pair_column, label_column=d.label_column, label_names=label_names,
-                            column_names=d.column_names, seed=recipe.seed)
+        spec = DataSpec(source=src, format=d.format, eval_source=src, text_column=d.text_column,
+                        text_pair_column=d.text_pair_column, label_column=d.label_column, label_names=label_names,
+                        column_names=d.column_names)
+        split = load_splits(spec, task=recipe.task, seed=recipe.seed)
     except SiftcliError as exc:
         raise SiftcliError(f"sift.reference.holdout_source: {exc}") from None
     return split.train
