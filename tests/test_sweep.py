@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from siftcli.analysis.sweep import non_dominated
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.recipe.schema import validate_recipe
 from siftcli.sweep import run as sweep
 from siftcli.sweep import study as studies
 from siftcli.sweep import workers
-from siftcli.sweep.run import non_dominated, run_sweep
+from siftcli.sweep.run import run_sweep
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import apply_params, parse_space
 from tests.conftest import tiny_recipe_dict

@@ -16,7 +16,7 @@ from siftcli.analysis.stats import diff_points, paired
 from siftcli.plan.record import Candidate, Confirmation, Versus
 from siftcli.plan.search import CONFIRM, CONFIRM_BASELINES, find
 from siftcli.plan.study import Job, Result
-from siftcli.training.record import final_value, paid_seconds
+from siftcli.training.record import RunMetrics, final_value, paid_seconds
 
 #: Candidates that train on a part of the pool; the confirmation holds them against a random part of the same size.
 SUBSET_FAMILIES = ("filter", "dedup", "dedup+filter")
@@ -54,7 +54,7 @@ def candidate_jobs(candidates: list[Candidate], seeds: list[int]) -> list[Job]:
 
 def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], metric: Any, tolerance: float) -> Confirmation:
     """The candidate's paired differences against the baseline (and its random subset) over ``seeds``."""
-    def run(arm: str, s: int) -> dict[str, Any] | None:
+    def run(arm: str, s: int) -> RunMetrics | None:
         r = find(results, arm, 1.0, s, "evaluation")
         return r.run if r is not None else None
 

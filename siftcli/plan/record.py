@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from typing_extensions import TypedDict
+
+
+class PlannerNotes(TypedDict, total=False):
+    """What the phase planners learned that every process of a plan needs (one attribute of its study): each dedup
+    candidate's share of the pool, the planner's own seconds (on the plan's clock), the candidates the cheap rung's
+    prediction put over the budget at full fidelity, and the candidates chosen for the confirmation."""
+
+    pools: dict[str, float]  # arm -> share of the pool it trains on
+    planner_seconds: dict[str, float]  # phase -> seconds
+    over_budget_full: list[str]
+    confirm: list[str]
+
 
 @dataclass
 class Trial:

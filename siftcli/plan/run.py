@@ -25,7 +25,7 @@ from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan import confirm as confirming
 from siftcli.plan import search as searching
-from siftcli.plan.record import Candidate, Confirmation, PlanRecord, Skipped, Trial, Versus
+from siftcli.plan.record import Candidate, Confirmation, PlannerNotes, PlanRecord, Skipped, Trial, Versus
 from siftcli.plan.strategies import online_recipe, strategies
 from siftcli.plan.study import DEFAULT_STUDY, PlanStudy, Result
 from siftcli.plan.trials import Trials
@@ -125,7 +125,7 @@ class Plan:
         unit = self.record.baseline_seconds
         return None if unit is None else self.record.budget * unit - self.record.search_seconds
 
-    def decide(self, phase: int) -> tuple[list[Any], dict[str, Any]]:
+    def decide(self, phase: int) -> tuple[list[Any], PlannerNotes]:
         """The jobs of ``phase``, from the finished ones (run by the one process that claims the phase)."""
         t0 = time.perf_counter()
         done, _ = self.refresh()

@@ -19,7 +19,7 @@ from typing import Any
 
 from siftcli.analysis.stats import diff_points
 from siftcli.errors import RunInterrupted
-from siftcli.plan.record import Candidate, PlanRecord, Trial
+from siftcli.plan.record import Candidate, PlannerNotes, PlanRecord, Trial
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.training.record import final_value, paid_seconds
@@ -80,7 +80,7 @@ def find(results: dict[int, Result], arm: str, fidelity: float, seed: int, split
                  and r.job.seed == seed and r.job.split == split), None)
 
 
-def spent(results: dict[int, Result], phases: tuple[int, ...], extra: dict[str, Any]) -> float:
+def spent(results: dict[int, Result], phases: tuple[int, ...], extra: PlannerNotes) -> float:
     """What the jobs of ``phases`` cost (each process's seconds, summed), plus the planners' own work for the search."""
     own = sum(float(v) for v in extra.get("planner_seconds", {}).values()) if BASELINES in phases else 0.0
     return own + sum(r.seconds for r in results.values() if r.job.phase in phases)
@@ -140,7 +140,7 @@ def winners(record: PlanRecord) -> list[Candidate]:
 
 
 # -- the record, from the finished jobs ------------------------------------------------------------------------------
-def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result], extra: dict[str, Any], seed: int,
+def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result], extra: PlannerNotes, seed: int,
                 metric: Any) -> None:
     """Every candidate's trials and outcome, and the baseline's numbers, from the study (the same on every process)."""
     base = find(results, "baseline", 1.0, seed, "validation")
@@ -171,7 +171,7 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
         c.outcome = _outcome(c, record, queued, phases, extra, metric)
 
 
-def _outcome(c: Candidate, record: PlanRecord, queued: set, phases: set[int], extra: dict[str, Any], metric: Any) -> str:
+def _outcome(c: Candidate, record: PlanRecord, queued: set, phases: set[int], extra: PlannerNotes, metric: Any) -> str:
     full = next((t for t in c.trials if t.fidelity == 1.0), None)
     if full is not None:
         if full.status != "complete":

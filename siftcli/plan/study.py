@@ -26,7 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from siftcli.plan.record import PlannerNotes
 from siftcli.sweep import study as studies
+from siftcli.training.record import RunMetrics
 
 #: The settings every machine on one plan study must share.
 SHARED = ("budget", "tolerance", "seeds")
@@ -56,7 +58,7 @@ class Result:
 
     job: Job
     seconds: float
-    run: dict[str, Any] | None
+    run: RunMetrics | None
     error: str | None = None
 
 
@@ -91,10 +93,10 @@ class PlanStudy:
     def phases_queued(self) -> int:
         return int(self.study.user_attrs.get(PHASES, 0))
 
-    def extra(self) -> dict[str, Any]:
+    def extra(self) -> PlannerNotes:
         return dict(self.study.user_attrs.get(EXTRA, {}))
 
-    def queue_phase(self, phase: int, decide: Callable[[], tuple[list[Job], dict[str, Any]]],
+    def queue_phase(self, phase: int, decide: Callable[[], tuple[list[Job], PlannerNotes]],
                     on_wait: Callable[[], None]) -> None:
         """Queue phase ``phase``'s jobs, decided here by ``decide`` if this process claims the phase first, else wait
         for the process that did (taking over when it falls silent)."""

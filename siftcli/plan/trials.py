@@ -12,7 +12,6 @@ import copy
 import dataclasses
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from siftcli.errors import RunInterrupted
 from siftcli.plan.search import at_fidelity
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
-from siftcli.runio import read_json
+from siftcli.runio import Event, read_json
 from siftcli.training.record import RunMetrics, brief
 from siftcli.workload.build import Workload, build_workload
 
@@ -37,7 +36,7 @@ def job_folder(root: Path, job: Job) -> Path:
     return root / "search" / folder_name(job.arm) / rung
 
 
-def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Callable[[str, dict[str, Any]], None] | None) -> RunMetrics:
+def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Event | None) -> RunMetrics:
     """``run_one``, or the finished run this folder already holds (its process died before telling the study); an
     unfinished one starts again (training is deterministic per seed)."""
     done = folder / "metrics.json"
@@ -57,7 +56,7 @@ class Trials:
         self.recipe, self.rows = recipe, rows
         self._seeds: dict[int, tuple[Workload, dict[str, torch.Tensor]]] = {}
         self._contexts: dict[tuple[int, str, float], SeedContext] = {}
-        self._references: dict[int, dict[str, Any]] = {}
+        self._references: dict[int, dict[str, tuple[Any, str]]] = {}  # SeedContext._references, one per seed
         for seed, w in (built or {}).items():
             self._keep(seed, w)
 
@@ -79,7 +78,7 @@ class Trials:
         return self._contexts[key]
 
     def run(self, job: Job, root: Path, baseline: RunMetrics | None,
-            on_event: Callable[[str, dict[str, Any]], None] | None) -> Result:
+            on_event: Event | None) -> Result:
         """Train ``job`` (or read its finished run back); a candidate that cannot run is a result, not the plan's end."""
         t0 = time.perf_counter()
         try:
@@ -92,4 +91,4 @@ class Trials:
         except Exception as exc:  # noqa: BLE001
             return Result(job, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc}")
         ctx.runs[job.arm] = run
-        return Result(job, time.perf_counter() - t0, dict(brief(run)))
+        return Result(job, time.perf_counter() - t0, brief(run))

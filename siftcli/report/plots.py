@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from siftcli.analysis.sweep import SweepResult
 from siftcli.training.record import RunMetrics
 
 COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4", "random-keep": "#2ca02c"}
@@ -75,7 +76,7 @@ def _save(fig: Any, ax: Any, path: Path) -> Path:
     return path
 
 
-def write_sweep_plot(sweep_dir: Path, result: dict[str, Any]) -> Path:
+def write_sweep_plot(sweep_dir: Path, result: SweepResult) -> Path:
     """Metric against training wall-clock: every trial (pruned ones at their last evaluation), the
     non-dominated trials joined up, and the baseline frontier."""
     import matplotlib

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from siftcli.analysis.stats import CompareResult
+from siftcli.analysis.sweep import SweepResult
 from siftcli.tasks import metric
 from siftcli.training.record import ParallelInfo, ReferenceCost, RunMetrics, final_value, keep_value
 
@@ -182,7 +183,7 @@ def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
     return Group(*parts)
 
 
-def sweep_view(result: dict[str, Any], run_dir: str | None = None) -> Group:
+def sweep_view(result: SweepResult, run_dir: str | None = None) -> Group:
     """Every trial (parameters, metric, wall-clock, time-to-target, where it was pruned), the front, the baseline
     frontier, and the recommendation with its reason."""
     metric = result["metric"]

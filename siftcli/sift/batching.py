@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from siftcli.sift.stateful import StateDict
+
 try:  # numpy ships with torch wheels, but keep it optional
     import numpy as np
 except ImportError:  # pragma: no cover
@@ -270,10 +272,10 @@ class Packer:
         self.buffer = [packed] if packed is not None else []
         return out
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         return {"buffer": [to_device(b, "cpu") for b in self.buffer], "buffered": self.buffered}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         self.buffer, self.buffered = list(state["buffer"]), int(state["buffered"])
 
 
@@ -335,11 +337,11 @@ class Outbox:
     def pop(self) -> tuple[Any, dict[str, torch.Tensor]]:
         return self.pending.pop(0)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         return {"packer": self.packer.state_dict(), "meta_packer": self.meta.state_dict(),
                 "pending": [(to_device(b, "cpu"), m) for b, m in self.pending]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         self.packer.load_state_dict(state["packer"])
         self.meta.load_state_dict(state["meta_packer"])
         self.pending = [tuple(p) for p in state["pending"]]

@@ -1,12 +1,12 @@
 """One raw batch through a :class:`~siftcli.sift.loader.SiftingDataLoader`'s parts: fetched in (:func:`begin`: its
 scoring forward queued), decided (:func:`finish`: scores read, the rule applied), counted and packed out
-(:func:`account`). Functions over the loader, whose parts hold every piece of state (as :mod:`.saved` reads them);
-the loader's iterator calls them in order."""
+(:func:`account`). Functions over a ``SiftingDataLoader`` (typed ``Any``: this module sits below the loader that calls
+it), whose parts hold every piece of state, as :mod:`.saved` reads them; the loader's iterator calls them in order."""
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -15,11 +15,8 @@ from siftcli.sift.distributed import any_true, world_size
 from siftcli.sift.prefilter import Arrival, Entry
 from siftcli.sift.stats import BatchDecision
 
-if TYPE_CHECKING:
-    from siftcli.sift.loader import SiftingDataLoader
 
-
-def keeps_all(loader: SiftingDataLoader) -> bool:
+def keeps_all(loader: Any) -> bool:
     """Whether the next raw batch is kept whole by the schedule; an ``auto`` delay may end here."""
     if loader.config.auto_delay and loader.sifter.in_delay and loader.config.needs_scores:
         s = loader.scoring_cost
@@ -31,7 +28,7 @@ def keeps_all(loader: SiftingDataLoader) -> bool:
     return loader.sifter.keeps_all
 
 
-def begin(loader: SiftingDataLoader, raw: Any, indices: torch.Tensor | None) -> Arrival:
+def begin(loader: Any, raw: Any, indices: torch.Tensor | None) -> Arrival:
     """A fetched raw batch: its place in the sampler's order taken, its scoring forward queued where it will be
     wanted (judged one decision ahead while another batch waits), nothing read back from the device."""
     if loader.batch_transform is not None:
@@ -50,7 +47,7 @@ def begin(loader: SiftingDataLoader, raw: Any, indices: torch.Tensor | None) -> 
     return arrival
 
 
-def finish(loader: SiftingDataLoader, arrival: Arrival) -> None:
+def finish(loader: Any, arrival: Arrival) -> None:
     """Decide, count and pack a raw batch (full batches go to the outbox), after those dropped at the sampler
     before it; its losses are read here, a batch after their forward was queued when overlapping."""
     for entry in arrival.dropped:
@@ -71,13 +68,13 @@ def finish(loader: SiftingDataLoader, arrival: Arrival) -> None:
     return account(loader, Entry(indices, mask, losses, scores, weights), raw, delayed, scored)
 
 
-def account_dropped(loader: SiftingDataLoader) -> None:
+def account_dropped(loader: Any) -> None:
     """The raw batches the sampler dropped whole, counted (nothing of them is packed)."""
     for entry in loader.decisions.dropped():
         account(loader, entry, None)
 
 
-def account(loader: SiftingDataLoader, entry: Entry, raw: Any, delayed: bool = False, scored: int = 0) -> None:
+def account(loader: Any, entry: Entry, raw: Any, delayed: bool = False, scored: int = 0) -> None:
     """Count a decided raw batch, tell the hooks, and pack what it kept. ``raw`` is the whole raw batch,
     or, for a batch decided at the sampler, only its kept samples (``None`` when none was)."""
     mask, n = entry.mask, entry.mask.numel()

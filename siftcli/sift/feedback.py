@@ -16,6 +16,7 @@ import torch
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
+from siftcli.sift.stateful import StateDict
 from siftcli.sift.transfer import ToHost, to_device
 
 #: Batch fields added with ``meta_in_batch=True``.
@@ -110,7 +111,7 @@ class Feedback:
         if indices is not None:
             self.memory.write(indices, losses, epoch)
 
-    def state_dict(self) -> dict[str, Any] | None:
+    def state_dict(self) -> StateDict | None:
         """The losses still arriving (copied to the host now: a checkpoint may wait), so a resumed run stores them
         where the uninterrupted one does."""
         if self.arriving is None:
@@ -118,5 +119,5 @@ class Feedback:
         meta, copy, epoch = self.arriving
         return {"meta": meta, "losses": copy.get(), "epoch": epoch}
 
-    def load_state_dict(self, state: dict[str, Any] | None) -> None:
+    def load_state_dict(self, state: StateDict | None) -> None:
         self.arriving = None if not state else (state["meta"], ToHost(state["losses"]), int(state["epoch"]))

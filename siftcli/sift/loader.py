@@ -27,6 +27,7 @@ from siftcli.sift.prefilter import Arrival, SamplerDecisions
 from siftcli.sift.quota import EpochQuota, expected_batches
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
+from siftcli.sift.stateful import StateDict
 from siftcli.sift.stats import BatchDecision, EpochStats, KeptOverlap, SiftStats  # noqa: F401  (re-exported: public since 0.1)
 
 BatchHook = Callable[[BatchDecision], None]
@@ -313,11 +314,11 @@ class SiftingDataLoader:
             self.scorer.train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))
 
     # -- checkpointing (:mod:`.saved`) -----------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         """Everything needed to continue mid-epoch with the same decisions."""
         return saved.state_of(self)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         """Restore a :meth:`state_dict`; a saved state of a different sifting config or batch size is refused, naming
         the key."""
         saved.restore(self, state)

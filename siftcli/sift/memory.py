@@ -11,9 +11,10 @@ sample's loss changes slowly between visits, and every sample still has a chance
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
+
+from siftcli.sift.stateful import StateDict
 
 
 class LossMemory:
@@ -58,8 +59,8 @@ class LossMemory:
         self._arrive(indices)
         return self.loss[indices].clone()
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         return {"loss": self.loss.clone(), "epoch": self.epoch.clone()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         self.loss, self.epoch = state["loss"].clone(), state["epoch"].clone()

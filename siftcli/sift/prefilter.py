@@ -19,6 +19,7 @@ from siftcli.sift.distributed import world_size
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.scoring import ScoreJob, Scorer
 from siftcli.sift.sifter import SiftConfig, Sifter
+from siftcli.sift.stateful import StateDict
 from siftcli.sift.transfer import Span, ToHost
 
 
@@ -61,7 +62,7 @@ class Arrival:
         """Raw batches of the epoch it stands for (itself and those dropped at the sampler before it)."""
         return 1 + len(self.dropped)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         """Plain values (checkpoints load with weights_only); a queued forward's losses copied to the host now (a
         checkpoint may wait), so a resumed run decides this batch on the scores the uninterrupted one did."""
         pending = self.pending
@@ -73,7 +74,7 @@ class Arrival:
                                                          "todo": pending.todo}}
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Arrival:
+    def from_state(cls, state: StateDict) -> Arrival:
         p = state["pending"]
         pending = None if p is None else Pending(
             p["n"], p["indices"], known=p["known"], todo=p["todo"],
@@ -205,7 +206,7 @@ class SamplerDecisions:
         while self.inflight and self.inflight[0].mask is not None and not bool(self.inflight[0].mask.any()):
             yield self.inflight.popleft()
 
-    def state_dict(self) -> list[dict[str, Any]]:
+    def state_dict(self) -> list[StateDict]:
         return [vars(e).copy() for e in self.inflight]  # plain dicts: checkpoints load with weights_only
 
     def load_state_dict(self, state: list[Any]) -> None:

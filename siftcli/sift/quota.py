@@ -12,7 +12,8 @@ behind.
 from __future__ import annotations
 
 import math
-from typing import Any
+
+from siftcli.sift.stateful import StateDict
 
 
 def expected_batches(samples: int, batch_size: int, whole_batches: float, keep_fraction: float) -> int:
@@ -53,8 +54,8 @@ class EpochQuota:
         """The epoch yielded all it promised: a trainer that stops at ``len()`` has ended it."""
         return self.enabled and self.promise is not None and self.yielded >= self.promise
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         return {"promise": self.promise, "yielded": self.yielded}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         self.promise, self.yielded = state["promise"], int(state["yielded"])

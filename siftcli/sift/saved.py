@@ -9,10 +9,11 @@ from typing import Any
 
 from siftcli.sift.arguments import check_state
 from siftcli.sift.prefilter import Arrival
+from siftcli.sift.stateful import StateDict
 from siftcli.sift.stats import SiftStats
 
 
-def state_of(loader: Any) -> dict[str, Any]:
+def state_of(loader: Any) -> StateDict:
     """Every part's own state, and where the loader stands in its epoch."""
     return {
         "config": loader.config.to_dict(),

@@ -7,12 +7,13 @@ import numbers
 import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
 from siftcli.sift import algorithm
 from siftcli.sift.losses import UNCERTAINTY
+from siftcli.sift.stateful import StateDict
 
 Mode = Literal["probabilistic", "calibrated", "infobatch", "random", "all"]
 Score = Literal["loss", "reducible", "reference", "entropy", "margin"]
@@ -140,7 +141,7 @@ class SiftConfig:
     def auto_delay(self) -> bool:
         return self.sift_delay == "auto"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StateDict:
         return asdict(self)
 
 
@@ -410,7 +411,7 @@ class Sifter:
         return mask, weights, losses
 
     # -- checkpointing -------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         return {
             "ring": self._ring.clone(),
             "filled": self._filled,
@@ -427,7 +428,7 @@ class Sifter:
             "floor": (self.floor_rows, self.epoch_rows, self.epoch_seen, self.epoch_kept),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         ring = state["ring"].float()
         if ring.numel() != self._ring.numel():
             raise ValueError(

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from siftcli.sift.stateful import StateDict
+
 
 @dataclass
 class BatchDecision:
@@ -126,7 +128,7 @@ class SiftStats(_KeepFractions):
         self.batches += 1
         self.epoch_stats(epoch).batches += 1
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> StateDict:
         out = asdict(self)
         out["kept_fraction"] = self.kept_fraction
         out["sifted_kept_fraction"] = self.sifted_kept_fraction
@@ -136,7 +138,7 @@ class SiftStats(_KeepFractions):
         return out
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SiftStats:
+    def from_dict(cls, d: StateDict) -> SiftStats:
         stats = cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and k != "epochs"})
         for e in d.get("epochs", []):
             stats.epochs.append(EpochStats(**{k: v for k, v in e.items() if k in EpochStats.__dataclass_fields__}))

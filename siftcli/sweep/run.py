@@ -22,6 +22,7 @@ from typing import Any
 
 from siftcli import parallel
 from siftcli.analysis.stats import target_for, time_to_target
+from siftcli.analysis.sweep import Frontier, FrontierRow, SweepResult, TrialRow, advice, full_point, non_dominated
 from siftcli.arms.context import SeedContext, prepare
 from siftcli.arms.run import run_one
 from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
@@ -43,7 +44,7 @@ TEND_EVERY = 5.0
 
 # -- the sweep (parent) ---------------------------------------------------------------------------------
 def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: str | None = None, resume: str | None = None,
-              jobs: int = 1, on_event: Any = None) -> tuple[Path, dict[str, Any]]:
+              jobs: int = 1, on_event: Any = None) -> tuple[Path, SweepResult]:
     """The whole sweep: frontier, trials (``jobs`` warm workers; 0 runs them in this process), results."""
     if parallel.launched():
         raise SiftcliError("sweep-beta runs its trials in worker processes of its own (--jobs, one GPU each); launch it "
@@ -102,7 +103,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
 
 
 def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workload: Any, emit: Any,
-                 study: Any = None) -> dict[str, Any]:
+                 study: Any = None) -> Frontier:
     """The full baseline, then baselines capped at fractions of its steps (fully decayed): trained once per study
     (another machine's is read), each point kept as it finishes; ``frontier.json`` is this folder's copy."""
     import copy
@@ -113,9 +114,9 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     if local is not None and local.get("recipe_sha256") != key:  # a frontier prices every trial: of one recipe only
         raise SiftcliError(f"{path}: this frontier was trained for another recipe; use a new -o folder for this one")
 
-    def train(held: dict[str, Any], publish: Any) -> dict[str, Any]:
+    def train(held: Frontier, publish: Any) -> Frontier:
         nonlocal workload
-        done = {"points": [], "recipe_sha256": key, **(local or {}), **{k: v for k, v in held.items() if k != "complete"}}
+        done: Frontier = {"points": [], "recipe_sha256": key, **(local or {}), **{k: v for k, v in held.items() if k != "complete"}}
         have = {p["fraction"] for p in done["points"]}
         for fraction in sorted(set(settings.frontier) | {1.0}, reverse=True):  # the full run first: it sets the steps
             if fraction in have:
@@ -133,7 +134,7 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
                                    "optimizer_steps": m["optimizer_steps"], "final": m["final"], "metric": m["metric"],
                                    "higher_is_better": m["higher_is_better"], "raw_samples": m["raw_samples"],
                                    "curve": m["curve"]})
-            full = next(p for p in done["points"] if p["fraction"] == 1.0)
+            full = full_point(done)
             done["max_resource"] = math.ceil(full["raw_samples"] / recipe.batch_size)
             atomic_write_json(path, done)
             publish(done)
@@ -153,7 +154,7 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     return done
 
 
-def _alive(emit: Any, publish: Any, done: dict[str, Any]) -> Any:
+def _alive(emit: Any, publish: Any, done: Frontier) -> Any:
     """The frontier run's events, refreshing its claim at most every TEND_EVERY seconds (so a waiting machine can
     tell a slow frontier from a dead one)."""
     last = [time.time()]
@@ -167,11 +168,11 @@ def _alive(emit: Any, publish: Any, done: dict[str, Any]) -> Any:
     return on_event
 
 
-def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: dict[str, Any], jobs: int, emit: Any,
+def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: Frontier, jobs: int, emit: Any,
                 resumed: bool = False) -> None:
     """Ask, hand out and tell trials until the study has its count and none of its trials runs anywhere."""
     distributions = _distributions(settings.space)
-    full_seconds = next(p for p in frontier["points"] if p["fraction"] == 1.0)["train_seconds"]
+    full_seconds = full_point(frontier)["train_seconds"]
     me = studies.owner_of(sweep_dir)
     pool = Pool(sweep_dir, max(1, jobs), fresh=settings.fresh_processes, gpus=_gpu_count()) if jobs else None
     cache = WorkloadCache() if jobs == 0 else None
@@ -276,16 +277,16 @@ def _record(study: Any, trial: Any, end: Finished, sweep_dir: Path, full_seconds
 
 
 # -- the answer -----------------------------------------------------------------------------------------
-def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: dict[str, Any],
-                    seconds: float) -> dict[str, Any]:
+def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: Frontier,
+                    seconds: float) -> SweepResult:
     """Rows for every trial, the non-dominated ones, the frontier and the cheapest point reaching the target: all from
     the study, so every machine working on it gives the same answer (``sweep_seconds`` is this machine's)."""
     optuna = studies.optuna_module()
     recipe = load_recipe(sweep_dir / "recipe.yaml")
-    full = next(p for p in frontier["points"] if p["fraction"] == 1.0)
-    target = target_for(full, recipe.eval.target_drop)
+    full = full_point(frontier)
+    target = target_for(full, recipe.eval.target_drop)  # type: ignore[arg-type]  (a point has a run's final and metric)
     higher = full["higher_is_better"]
-    rows = []
+    rows: list[TrialRow] = []
     for t in study.get_trials(deepcopy=False):
         if t.state in (optuna.trial.TrialState.WAITING, optuna.trial.TrialState.RUNNING) or t.user_attrs.get(studies.INTERRUPTED) \
                 or t.user_attrs.get(studies.SURPLUS):
@@ -299,7 +300,7 @@ def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, fronti
                      "startup_seconds": a.get("startup_seconds"), "kept": a.get("kept"), "owner": a.get(studies.OWNER)})
     complete = [r for r in rows if r["state"] == "complete"]
     front = non_dominated(complete, higher)
-    points = [{"kind": "baseline", "fraction": p["fraction"], "value": (p["final"] or {}).get(p["metric"]),
+    points: list[FrontierRow] = [{"kind": "baseline", "fraction": p["fraction"], "value": (p["final"] or {}).get(p["metric"]),
                "train_seconds": p["train_seconds"], "optimizer_steps": p.get("optimizer_steps")}
               for p in frontier["points"]]
     feasible = [r for r in complete if settings.max_time_ratio is None or (r["time_ratio"] or 0) <= settings.max_time_ratio]
@@ -310,35 +311,10 @@ def summarise_sweep(study: Any, settings: SweepSettings, sweep_dir: Path, fronti
     startups = sorted(r["startup_seconds"] for r in rows if r["startup_seconds"] is not None)
     return {"status": "completed", "mode": settings.mode, "space": settings.space, "grid": settings.grid,
             "metric": full["metric"], "higher_is_better": higher, "target": target, "target_drop": recipe.eval.target_drop,
-            "trials": rows, "front": [r["number"] for r in front], "frontier": points, "recommendation": _advice(best, full),
+            "trials": rows, "front": [r["number"] for r in front], "frontier": points, "recommendation": advice(best, full),
             "counts": {s: sum(1 for r in rows if r["state"] == s) for s in ("complete", "pruned", "fail")},
             "trial_process_seconds": sum(r["process_seconds"] or 0 for r in rows),
             "startup_seconds": {"median": startups[len(startups) // 2] if startups else None,
                                 "max": startups[-1] if startups else None},
             "sweep_seconds": seconds, "storage": settings.storage or str(sweep_dir / "optuna.journal"),
             "study": settings.study}
-
-
-def non_dominated(rows: list[dict[str, Any]], higher: bool) -> list[dict[str, Any]]:
-    """Rows no other row beats on both the metric and the wall-clock."""
-    def better_or_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
-        good = a["value"] >= b["value"] if higher else a["value"] <= b["value"]
-        return good and a["train_seconds"] <= b["train_seconds"]
-
-    return [r for r in rows if not any(o is not r and better_or_equal(o, r) and
-                                       (o["value"] != r["value"] or o["train_seconds"] != r["train_seconds"]) for o in rows)]
-
-
-def _advice(best: dict[str, Any] | None, full: dict[str, Any]) -> dict[str, Any]:
-    if best is None:
-        return {"kind": None, "text": "nothing reached the target; train the full baseline"}
-    ratio = best["train_seconds"] / full["train_seconds"] if full["train_seconds"] else float("nan")
-    if best["kind"] == "baseline":
-        text = ("train the full baseline: no cheaper point reached the target" if best["fraction"] == 1.0 else
-                f"Train less: the baseline at {best['fraction']:g} of its steps reached the target in {ratio:.2f}x the full "
-                f"baseline's time, cheaper than every sifted trial that did")
-        return {"kind": "baseline", "fraction": best["fraction"], "time_ratio": ratio, "text": text}
-    params = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in best["params"].items())
-    return {"kind": "trial", "number": best["number"], "params": best["params"], "time_ratio": ratio,
-            "text": f"sift with {params} (trial {best['number']}): it reached the target in {ratio:.2f}x the full baseline's "
-                    f"time, cheaper than every baseline on the frontier"}

@@ -7,10 +7,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from siftcli.analysis.sweep import Params
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.sweep import study as studies
-from siftcli.sweep.space import BETA_RANGE, Params, ParamSpec, parse_space
+from siftcli.sweep.space import BETA_RANGE, ParamSpec, parse_space
 
 #: Fractions of the full baseline's steps that the baseline frontier trains (train-less arms).
 FRONTIER = (0.25, 0.5, 0.75, 1.0)

@@ -9,6 +9,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from siftcli.analysis.sweep import Params
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import HOLDOUT_KINDS, Recipe, validate_recipe
 
@@ -26,8 +27,6 @@ class ParamSpec(TypedDict, total=False):
     values: list[Any]
 
 
-#: One point of the space: a value per searched key (what Optuna suggests, or a grid point).
-Params = dict[str, float | int | str]
 
 #: The searched beta range when neither --betas nor --beta-range is given (log scale).
 BETA_RANGE = "0.25:8"

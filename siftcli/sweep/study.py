@@ -22,8 +22,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from siftcli.analysis.sweep import Frontier, Params
 from siftcli.errors import SiftcliError, first_line
-from siftcli.sweep.space import Params
 
 OWNER = "siftcli_owner"
 ALIVE = "siftcli_alive"
@@ -173,9 +173,8 @@ def join(study: Any, recipe_sha256: str, shared: dict[str, Any], keys: tuple[str
     return False
 
 
-def shared_frontier(study: Any, me: str, stale_seconds: float,
-                    train: Callable[[dict[str, Any], Callable[[dict[str, Any]], None]], dict],
-                    on_wait: Callable[[str], None]) -> dict[str, Any]:
+def shared_frontier(study: Any, me: str, stale_seconds: float, train: Callable[[Frontier, Callable[[Frontier], None]], Frontier],
+                    on_wait: Callable[[str], None]) -> Frontier:
     """The study's baseline frontier: read when another process finished it, trained here when this process claims
     it (``train(done_so_far, publish)``), waited for while a live one trains it, taken over when its owner falls
     silent or is this very folder, resumed (its finished points are kept)."""
@@ -199,7 +198,7 @@ def shared_frontier(study: Any, me: str, stale_seconds: float,
             time.sleep(2.0)  # polling the shared store: another machine's progress has no other signal
             continue
 
-        def publish(done: dict[str, Any]) -> None:
+        def publish(done: Frontier) -> None:
             study.set_user_attr(FRONTIER, done)
             study.set_user_attr(OWNER, me)
             study.set_user_attr(ALIVE, time.time())

@@ -12,14 +12,16 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from siftcli.analysis.sweep import Params
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import run_one
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_write_json, read_json
+from siftcli.sift.stateful import StateDict
 from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
-from siftcli.sweep.space import Params, apply_params
+from siftcli.sweep.space import apply_params
 from siftcli.tasks import metric
 from siftcli.training.record import keep_value
 from siftcli.workload.build import build_workload, check_sift_fits, workload_key
@@ -118,10 +120,10 @@ class WorkloadCache:
 
     def __init__(self, limit: int = 2) -> None:
         self.limit = limit
-        self._items: OrderedDict[str, tuple[Any, dict[str, Any]]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[Any, StateDict]] = OrderedDict()  # workload, its initial weights
         self.studies: dict[tuple[str, ...], Any] = {}  # the open study, so a trial does not reconnect
 
-    def get(self, recipe: Any) -> tuple[Any, dict[str, Any]]:
+    def get(self, recipe: Any) -> tuple[Any, StateDict]:
         import copy
 
         key = workload_key(recipe)

@@ -21,6 +21,7 @@ import torch
 from siftcli import parallel
 from siftcli.errors import SiftcliError, first_line
 from siftcli.runio import atomic_write, atomic_write_text
+from siftcli.sift.stateful import StateDict
 
 
 class Stateful(Protocol):
@@ -55,7 +56,7 @@ def save(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
     state.phases["checkpoint"] += time.perf_counter() - t0
 
 
-def write_pair(run_dir: Path, checkpoint: dict[str, Any]) -> None:
+def write_pair(run_dir: Path, checkpoint: StateDict) -> None:
     """``checkpoint.pt`` and its ``checkpoint.pt.sha256`` as one unit: the new file is written and hashed beside the
     old one, the digest file (atomically) lists the new hash and the previous one, and only then is the new file renamed
     into place. A crash at any point leaves a checkpoint whose hash the digest file lists: the old pair or the new."""
@@ -172,7 +173,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _rng_state() -> dict[str, Any]:
+def _rng_state() -> StateDict:
     import numpy as np
 
     name, keys, pos, has_gauss, cached = np.random.get_state()  # as plain values: checkpoints load with weights_only
@@ -183,7 +184,7 @@ def _rng_state() -> dict[str, Any]:
     return state
 
 
-def _set_rng_state(state: dict[str, Any]) -> None:
+def _set_rng_state(state: StateDict) -> None:
     import numpy as np
 
     torch.set_rng_state(state["torch"])

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from siftcli.sift.losses import uncertainty
 from siftcli.sift.sifter import SiftConfig, Sifter
+from siftcli.sift.stateful import StateDict
 from siftcli.sift.transfer import Span, ToHost, to_device
 
 
@@ -102,13 +103,13 @@ class TeacherCache:
         out = spread.unsqueeze(-1).expand(-1, self.classes).clone()
         return out.scatter_(1, ids, values)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         self.settle()
         if self.spilled is not None:
             self._map.flush()
         return {"known": self.known.clone(), "table": None if self.spilled is not None else self.table.clone()}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         """Keep the saved cache; a spilled cache whose file is gone is rebuilt (the teacher runs again)."""
         if state.get("table") is not None and state["table"].shape == self.table.shape:
             self.table.copy_(state["table"])
@@ -190,11 +191,11 @@ class DistillLoss:
             logits = self.teacher(**inputs).logits
         return F.log_softmax(logits.float() / self.temperature, dim=-1).clone()
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         return {"cache": self.cache.state_dict() if self.cache is not None else None,
                 "gate": self.gate.state_dict() if self.gate is not None else None}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         if self.cache is not None and state.get("cache"):
             self.cache.load_state_dict(state["cache"])
         if self.gate is not None and state.get("gate"):

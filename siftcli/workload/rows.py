@@ -70,7 +70,7 @@ class ImageCollator:
         self.processor = processor
         self.image_column = image_column
 
-    def __call__(self, rows: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def __call__(self, rows: list[Row]) -> dict[str, torch.Tensor]:
         images = [r[self.image_column].convert("RGB") for r in rows]
         pixels = self.processor(images=images, return_tensors="pt")["pixel_values"]
         return {"pixel_values": pixels, "labels": torch.tensor([r["labels"] for r in rows], dtype=torch.long)}

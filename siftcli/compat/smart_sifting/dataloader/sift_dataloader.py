@@ -24,6 +24,7 @@ from siftcli.compat.smart_sifting.loss.abstract_sift_loss_module import Loss
 from siftcli.compat.smart_sifting.sift_config.sift_configs import RelativeProbabilisticSiftConfig
 from siftcli.sift.indices import loader_batch_size
 from siftcli.sift.loader import SiftingDataLoader
+from siftcli.sift.stateful import StateDict
 from siftcli.sift.stats import BatchDecision
 
 logger = logging.getLogger(__name__)
@@ -161,11 +162,11 @@ class SiftingDataloader(SiftingDataLoader):
                 batch = batch.transpose(0, 1)
             yield batch
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         """The engine's state and the samples of transformed batches not yet yielded."""
         return {**super().state_dict(), "compat_rows": {"rows": self._rows.rows, "next_id": self._rows.next_id}}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         super().load_state_dict(state)
         saved = state.get("compat_rows") or {}
         self._rows.rows, self._rows.next_id = dict(saved.get("rows", {})), int(saved.get("next_id", 0))
