@@ -1,6 +1,8 @@
 """Run by tests/test_parallel.py under torchrun: the Lightning tutorial shape (a DataModule owns train_dataloader) on 2
 processes with DDP; writes rank<N>.json in the working folder: the rows this rank trained on, steps, validation epochs.
-``plain`` as the first argument: the same module on a plain DataLoader (for ``python -m benchmarks library-shapes``)."""
+``plain`` as the first argument: the same module on a plain DataLoader (for ``python -m benchmarks library-shapes``);
+``compat``: the SageMaker smart-sifting shape (the compat ``SiftingDataloader`` made in the DataModule, the module's own
+mean-loss training step)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,13 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from siftcli.compat.smart_sifting import (  # noqa: E402
+    Loss,
+    LossConfig,
+    RelativeProbabilisticSiftConfig,
+    SiftingBaseConfig,
+    SiftingDataloader,  # noqa: E402
+)
 from siftcli.integrations.lightning import SiftedTrainingStep, sifting_dataloader  # noqa: E402
 from siftcli.sift import SiftConfig  # noqa: E402
 from siftcli.sift.losses import cross_entropy_loss  # noqa: E402
@@ -42,13 +51,24 @@ class Module(SiftedTrainingStep, L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-PLAIN = sys.argv[1:2] == ["plain"]
+PLAIN, COMPAT = sys.argv[1:2] == ["plain"], sys.argv[1:2] == ["compat"]
+
+
+class CELoss(Loss):
+    def loss(self, model, transformed_batch, original_batch=None):  # noqa: ANN001, ANN201
+        return torch.nn.functional.cross_entropy(model(original_batch[0]), original_batch[1], reduction="none")
 
 
 class Data(L.LightningDataModule):
     def train_dataloader(self):  # noqa: ANN201
         if PLAIN:
             return DataLoader(data, batch_size=8, shuffle=True)
+        if COMPAT:
+            config = RelativeProbabilisticSiftConfig(beta_value=1, loss_history_length=100, loss_based_sift_config=LossConfig(
+                sift_config=SiftingBaseConfig(sift_delay=0)))
+            module.sifted = SiftingDataloader(sift_config=config, orig_dataloader=DataLoader(data, batch_size=8, shuffle=True),
+                                              loss_impl=CELoss(), model=module)
+            return module.sifted
         return sifting_dataloader(self, DataLoader(data, batch_size=8, shuffle=True), SiftConfig(beta=1.0, sift_delay=0,
                                   mode="probabilistic"), cross_entropy_loss)
 
@@ -70,9 +90,9 @@ def recording():  # noqa: ANN202
     return loader
 
 
-if PLAIN:  # a plain training step on a plain loader
+if PLAIN or COMPAT:  # a plain training step (on a plain loader, or the compat one, which records nothing back)
     Module.training_step = lambda self, batch, batch_idx: torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
-else:
+if not PLAIN:
     data_module.train_dataloader = recording
 trainer.fit(module, data_module)
 Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({

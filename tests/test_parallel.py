@@ -214,3 +214,15 @@ def test_lightning_ddp_each_rank_trains_its_own_shard_and_validates_every_epoch(
         assert len(a) == len(b) == 64 and not a & b  # disjoint halves that together are every row
     assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]
     assert ranks[0]["validated"] == ranks[1]["validated"] == 2
+
+
+@pytest.mark.slow
+def test_the_compat_loader_under_lightning_ddp_reads_each_ranks_own_shard(tmp_path: Path) -> None:
+    """The SageMaker smart-sifting Lightning shape (the compat SiftingDataloader made in a DataModule, given the module)
+    under DDP on 2 processes: each rank offers its own half of the rows every epoch, as the Lightning helper's does."""
+    ranks = _ranks_of_script("dist_lightning.py", "compat", cwd=tmp_path, what="Lightning DDP with the compat loader")
+    assert all(len(r["rows"]) == r["raw"] == 128 for r in ranks)  # 2 epochs of 64 rows per rank, not 2 of 128
+    for epoch in range(2):
+        a, b = (set(r["rows"][64 * epoch:64 * (epoch + 1)]) for r in ranks)
+        assert len(a) == len(b) == 64 and not a & b
+    assert ranks[0]["steps"] == ranks[1]["steps"] and ranks[0]["weights"] == ranks[1]["weights"]

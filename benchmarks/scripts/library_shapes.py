@@ -1,10 +1,14 @@
 """The library in the code people already have: each published shape beside the plain class it replaces.
 
 Runs every shape the library promises to fit, on a tiny BERT or linear model (offline, seconds each), and the same run
-with the plain Hugging Face ``Trainer`` / Lightning / ``DataLoader``, and prints one row per run: optimizer steps run
-and planned, rows offered and kept, evaluations, the learning rate at the end. Then the exact-resume check (a
-``SiftingTrainer`` stopped mid-epoch and resumed ends with the uninterrupted run's weights) and, with ``--torchrun``,
-the two-process runs (``SiftingTrainer`` under ``torchrun``; Lightning DDP), each beside its plain counterpart.
+with the plain Hugging Face ``Trainer`` / Lightning / accelerate / ``DataLoader``, and prints one row per run: optimizer
+steps run and planned, rows offered and kept, evaluations, the learning rate at the end, and what else was checked
+(accelerate's sync on an epoch's last micro-batch, the epochs a peeking loop counts). Then the exact-resume checks (a
+``SiftingTrainer``, also with gradient accumulation and a padding collator, and an accelerate script with
+``save_state``/``load_state``, stopped mid-epoch and resumed, end with the uninterrupted run's weights) and, with
+``--torchrun``, the two-process runs (``SiftingTrainer`` under ``torchrun``; Lightning DDP with the helper and with the
+compat loader), each beside its plain counterpart. The accelerate, tutorial and resume shapes are the ones
+``tests/test_shapes.py`` asserts on (imported from there, so the table and the tests run one code).
 
     python -m benchmarks library-shapes [--epochs 3] [--torchrun]
 """
@@ -25,6 +29,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # tests/test_shapes.py holds the shapes' code
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Row:
     kept: float | str
     evaluations: int | str
     final_lr: float | str
+    checked: str = ""
 
 
 def _bert() -> torch.nn.Module:
@@ -143,6 +149,55 @@ def resume_check(tmp: str) -> dict[str, Any]:
         a, b = whole.model.state_dict(), resumed.model.state_dict()
         result[f"{name} (checkpoint-{step})"] = all(torch.equal(a[k], b[k]) for k in a)
     return result
+
+
+def accelerate_and_tutorial() -> list[Row]:
+    """accelerate's ``nlp_example.py`` shape (prepare, a linear schedule planned from ``len()``, ``accumulate``) with
+    gradient accumulation 1 and 2, and the PyTorch DDP tutorial's loop (``sampler.set_epoch``, a peek at the first
+    batch), each plain and sifted."""
+    from tests.test_shapes import accelerate_loop, ddp_tutorial
+
+    out = []
+    for accumulation in (1, 2):
+        for sifted in (False, True):
+            r = accelerate_loop(sifted, accumulation)
+            out.append(Row(f"accelerate nlp_example, accumulation {accumulation}", "sifted" if sifted else "plain", r["steps"],
+                           r["planned"], "-", "-", "-", round(r["lr"], 9),
+                           f"last micro-batch synced {sum(r['last_synced'])}/{len(r['last_synced'])}"))
+    for sifted in (False, True):
+        r = ddp_tutorial(peek=True, sifted=sifted)
+        loader = r["loader"]
+        st = loader.stats if loader is not None else None
+        out.append(Row("DDP tutorial (set_epoch, peek), 1 process", "sifted" if sifted else "plain", r["steps"], "-",
+                       st.raw_samples if st else "all", round(st.kept_samples / st.raw_samples, 3) if st else 1.0, "-", "-",
+                       f"epochs counted {loader.epoch}" if loader is not None else "epochs 4"))
+    return out
+
+
+def more_resumes(tmp: str) -> dict[str, Any]:
+    """The Trainer with gradient accumulation 2 and a padding collator resumed from checkpoint-4 (mid-epoch), and the
+    no-Trainer accelerate script resumed with ``load_state`` mid-epoch: steps, final LR, evaluations, weights."""
+    from tests.test_shapes import no_trainer, padded_trainer
+
+    whole = padded_trainer(Path(tmp), "padded-whole")
+    whole.train()
+    resumed = padded_trainer(Path(tmp), "padded-resumed")
+    resumed.train(resume_from_checkpoint=f"{tmp}/padded-whole/checkpoint-4")
+    a, b = whole.model.state_dict(), resumed.model.state_dict()
+    evals = [[h["step"] for h in t.state.log_history if "eval_loss" in h] for t in (whole, resumed)]
+    out: dict[str, Any] = {"trainer, accumulation 2, padding collator, checkpoint-4": {
+        "steps": [whole.state.global_step, resumed.state.global_step],
+        "final_lr": [whole.lr_scheduler.get_last_lr()[0], resumed.lr_scheduler.get_last_lr()[0]],
+        "evaluations": evals, "weights_equal": all(torch.equal(a[k], b[k]) for k in a)}}
+    for sifted in (False, True):
+        full = no_trainer(Path(tmp) / f"nt-whole-{sifted}", sifted=sifted)
+        stop = full["planned"] // 3 + 1
+        no_trainer(Path(tmp) / f"nt-{sifted}", stop_at=stop, sifted=sifted)
+        again = no_trainer(Path(tmp) / f"nt-{sifted}", resume=True, sifted=sifted)
+        out[f"accelerate no-Trainer script ({'sifted' if sifted else 'plain'}), save_state at step {stop}"] = {
+            "steps": [full["steps"], again["steps"]], "planned": full["planned"], "final_lr": [full["lr"], again["lr"]],
+            "weights_equal": all(torch.equal(x, y) for x, y in zip(full["weights"], again["weights"], strict=True))}
+    return out
 
 
 def lightning(epochs: int, tmp: str) -> list[Row]:
@@ -255,7 +310,8 @@ def torchrun_rows(tmp: str) -> list[Row]:
     for script, mode, shape in (("dist_hf_trainer.py", "plain", "HF Trainer, torchrun x2"),
                                 ("dist_hf_trainer.py", "probabilistic", "SiftingTrainer, torchrun x2"),
                                 ("dist_lightning.py", "plain", "Lightning DDP x2 (DataModule)"),
-                                ("dist_lightning.py", "probabilistic", "Lightning DDP x2 (DataModule)")):
+                                ("dist_lightning.py", "probabilistic", "Lightning DDP x2 (DataModule)"),
+                                ("dist_lightning.py", "compat", "Lightning DDP x2 (compat SiftingDataloader)")):
         cwd = Path(tempfile.mkdtemp(dir=tmp))
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
                str(ROOT / "tests" / script), mode]
@@ -276,16 +332,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--torchrun", action="store_true", help="also the 2-process runs (about a minute each)")
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = hugging_face(opts.epochs, tmp) + lightning(opts.epochs, tmp)
+        rows = hugging_face(opts.epochs, tmp) + lightning(opts.epochs, tmp) + accelerate_and_tutorial()
         if opts.torchrun:
             rows += torchrun_rows(tmp)
         resume = resume_check(tmp)
-    print("| shape | loader | steps | planned | rows offered (rank 0) | kept | evaluations | final LR |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+        more = more_resumes(tmp)
+    print("| shape | loader | steps | planned | rows offered (rank 0) | kept | evaluations | final LR | also checked |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r.shape} | {r.loop} | {r.steps} | {r.planned} | {r.offered} | {r.kept} | {r.evaluations} | {r.final_lr} |")
+        print(f"| {r.shape} | {r.loop} | {r.steps} | {r.planned} | {r.offered} | {r.kept} | {r.evaluations} | {r.final_lr} "
+              f"| {r.checked} |")
     print()
     print("exact resume (SiftingTrainer, probabilistic, weights equal to the uninterrupted run):", json.dumps(resume))
+    for name, r in more.items():
+        print(f"resume, {name}:", json.dumps(r))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,20 @@
 """Hugging Face ``Trainer`` with sifting: the training loop stays the Trainer's own.
 
 The sifting loader's state (history, keep decisions, the position in the epoch) is saved in every checkpoint the
-Trainer writes (``sifting_loader_rank{N}.pt``) and restored when training resumes from it, so a resumed run continues
-with the decisions the uninterrupted one would have made. The loader resumes mid-epoch by itself, so for that resume
-the Trainer's own batch skipping is turned off (``ignore_data_skip``, restored afterwards). The kept fraction goes into
-every training log (``log_history``, the metrics, each ``report_to`` tracker) as ``sift_kept_fraction``.
+Trainer writes (``sifting_loader_rank{N}.pt``, plain tensors and containers: it loads with ``weights_only=True``) and
+restored when training resumes from it, so a resumed run continues with the decisions the uninterrupted one would have
+made. The loader resumes mid-epoch by itself: the Trainer still counts the resumed epoch's finished micro-batches (its
+step, its gradient accumulation, its schedule and evaluations go on as in the uninterrupted run), but its call to skip
+them (accelerate's ``skip_first_batches``, which would rebuild a plain loader) returns the sifting loader as it is. The
+kept fraction goes into every training log (``log_history``, the metrics, each ``report_to`` tracker) as
+``sift_kept_fraction``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,27 @@ from siftcli.sift.arguments import raw_batches
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss, hf_loss
 from siftcli.sift.sifter import SiftConfig
+
+
+@contextlib.contextmanager
+def _loader_resumes_itself() -> Iterator[None]:
+    """While the Trainer trains: its ``skip_first_batches`` (accelerate's, called for a resumed epoch) returns a sifting
+    loader as it is, since that loader resumes mid-epoch from its own state; every other loader is skipped as before."""
+    import transformers.trainer as trainer_module
+
+    original = getattr(trainer_module, "skip_first_batches", None)
+    if original is None:  # a Trainer that skips some other way: nothing to pass through
+        yield
+        return
+
+    def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+        return dataloader if isinstance(dataloader, SiftingDataLoader) else original(dataloader, num_batches)
+
+    trainer_module.skip_first_batches = skip_first_batches
+    try:
+        yield
+    finally:
+        trainer_module.skip_first_batches = original
 
 
 def run_epochs(args: Any, raw_batches: int, keep_fraction: float) -> float:
@@ -61,6 +87,11 @@ class SiftingTrainer(Trainer):
         self.loss_is_scaled_for_ga = False  # compute_loss returns a per-micro-batch mean: the Trainer divides by GA
 
     def get_train_dataloader(self) -> SiftingDataLoader:
+        if isinstance(self.train_dataset, torch.utils.data.IterableDataset):
+            raise ValueError("SiftingTrainer: train_dataset is an IterableDataset (streamed); sifting ranks each sample "
+                             "within an epoch of known length (len(), the keep schedule, mid-epoch resume): give a "
+                             "map-style dataset (load it without streaming=True, or take rows into one with "
+                             "datasets.Dataset.from_generator), or train it with the plain Trainer")
         base = super().get_train_dataloader()
         pad = {"input_ids": self.pad_token_id} if self.pad_token_id is not None else None
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
@@ -81,19 +112,17 @@ class SiftingTrainer(Trainer):
         if resume_from_checkpoint is True:
             resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
         self._sift_resume = resume_from_checkpoint or None
-        skip = self.args.ignore_data_skip
         if self._sift_resume:
-            if not os.path.exists(self._sift_state_path(self._sift_resume)) and not skip:
+            if not os.path.exists(self._sift_state_path(self._sift_resume)) and not self.args.ignore_data_skip:
                 raise ValueError(f"resume_from_checkpoint: {self._sift_resume} holds no "
                                  f"{os.path.basename(self._sift_state_path(self._sift_resume))} (a plain Trainer, or another "
                                  "number of processes, wrote it), so the sifting loader cannot continue the interrupted "
                                  "epoch; set TrainingArguments(ignore_data_skip=True) to start that epoch again from its "
                                  "beginning with a fresh sifting state")
-            self.args.ignore_data_skip = True  # the loader resumes mid-epoch itself; skipping batches too would lose them
         try:
-            return super().train(resume_from_checkpoint, *args, **kwargs)
+            with _loader_resumes_itself():
+                return super().train(resume_from_checkpoint, *args, **kwargs)
         finally:
-            self.args.ignore_data_skip = skip
             self._sift_resume = None
 
     def _save_checkpoint(self, model: Any, trial: Any) -> None:

@@ -52,14 +52,15 @@ def sifting_dataloader(module: Any, dataloader: Any, config: SiftConfig, loss_fn
     kwargs.setdefault("exact_len", True)
     if "epochs" not in kwargs and (getattr(trainer, "max_epochs", None) or 0) > 0:
         kwargs["epochs"] = trainer.max_epochs
-    loader = SiftingDataLoader(_sharded(dataloader, trainer), model, loss_fn, config, **kwargs)
+    loader = SiftingDataLoader(sharded(dataloader, trainer), model, loss_fn, config, **kwargs)
     model.sifted = loader
     return loader
 
 
-def _sharded(dataloader: Any, trainer: Any) -> Any:
+def sharded(dataloader: Any, trainer: Any) -> Any:
     """A plain ``DataLoader`` re-made with a ``DistributedSampler`` when the trainer runs several processes (Lightning's
-    own helper re-makes it with every argument it was given)."""
+    own helper re-makes it with every argument it was given), as Lightning does to a loader it sees itself; the compat
+    ``SiftingDataloader`` calls it too."""
     world = int(getattr(trainer, "world_size", 1) or 1)
     if world < 2 or type(dataloader) is not DataLoader or isinstance(dataloader.sampler, DistributedSampler):
         return dataloader
@@ -78,4 +79,11 @@ class SiftedTrainingStep:
     sifted: SiftingDataLoader
 
     def training_step(self, batch: Any, batch_idx: int = 0) -> torch.Tensor:
-        return self.sifted.training_loss(self.sifted.scorer.loss_fn(self, batch))
+        sifted = getattr(self, "sifted", None)
+        if not isinstance(sifted, SiftingDataLoader):
+            raise AttributeError(
+                f"{type(self).__name__} uses SiftedTrainingStep, but no sifting loader was made for it: Lightning took the "
+                "training loader from elsewhere (a LightningDataModule's train_dataloader is used instead of the "
+                "module's). Return sifting_dataloader(self, DataLoader(...), config, loss_fn) from the train_dataloader "
+                "Lightning calls; in a DataModule, self is the DataModule and the module is found through the trainer")
+        return sifted.training_loss(sifted.scorer.loss_fn(self, batch))

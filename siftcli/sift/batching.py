@@ -224,6 +224,18 @@ def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False
     return batch
 
 
+def saved_form(batch: Any) -> Any:
+    """``batch`` as a checkpoint holds it: tensors on the CPU and plain containers only (a ``BatchEncoding`` or a named
+    tuple is a class ``torch.load(weights_only=True)`` refuses), so a resumed run yields it as a ``dict``/``tuple``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to("cpu")
+    if isinstance(batch, Mapping):
+        return {k: saved_form(v) for k, v in batch.items()}
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(saved_form(v) for v in batch) if type(batch) in (list, tuple) else tuple(saved_form(v) for v in batch)
+    return batch
+
+
 BatchTransform = Callable[[Any], Any]
 
 
@@ -273,7 +285,7 @@ class Packer:
         return out
 
     def state_dict(self) -> StateDict:
-        return {"buffer": [to_device(b, "cpu") for b in self.buffer], "buffered": self.buffered}
+        return {"buffer": [saved_form(b) for b in self.buffer], "buffered": self.buffered}
 
     def load_state_dict(self, state: StateDict) -> None:
         self.buffer, self.buffered = list(state["buffer"]), int(state["buffered"])
@@ -339,7 +351,7 @@ class Outbox:
 
     def state_dict(self) -> StateDict:
         return {"packer": self.packer.state_dict(), "meta_packer": self.meta.state_dict(),
-                "pending": [(to_device(b, "cpu"), m) for b, m in self.pending]}
+                "pending": [(saved_form(b), m) for b, m in self.pending]}
 
     def load_state_dict(self, state: StateDict) -> None:
         self.packer.load_state_dict(state["packer"])

@@ -1,7 +1,8 @@
 """``SiftingDataLoader``: wraps a ``DataLoader`` and yields full batches of kept samples.
 
-The iterator and the loader's contract (``len``, hooks, the feedback of training losses, checkpoints) are here; each
-raw batch goes through :mod:`.decide` (fetched in, decided, counted and packed out), which calls the engine's
+The iterator and the loader's contract (``len``, hooks, the feedback of training losses, checkpoints, the attributes
+scripts read off a ``DataLoader``) are here; epochs open and close in :mod:`.epochs`; each raw batch goes through
+:mod:`.decide` (fetched in, decided, counted and packed out), which calls the engine's
 pieces in order: indices (:mod:`.indices`), scoring (:mod:`.scoring`), the decision (:mod:`.sifter`), agreement
 across ranks (:mod:`.distributed`), counting (:mod:`.stats`) and packing (:class:`.batching.Outbox`).
 """
@@ -10,16 +11,18 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 
-from siftcli.sift import batching, decide, saved
+from siftcli.sift import batching, decide, epochs, saved
+from siftcli.sift.accumulation import EpochEnd, gradient_state
 from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
-from siftcli.sift.distributed import agree_min, check_same, gather_values, rank, world_size
+from siftcli.sift.distributed import agree_min, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
-from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, set_epoch
+from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
@@ -130,6 +133,10 @@ class SiftingDataLoader:
         # on a GPU a scored raw batch is decided when the next one's forward is queued: the host never waits for scores
         self.overlap = self.device.type in OVERLAP_DEVICES
         self._waiting: Arrival | None = None
+        self._source: Iterator[Any] | None = None  # the wrapped loader's iterator of the epoch under way
+        self._handed: tuple[Any, dict[str, torch.Tensor]] | None = None  # the last batch yielded, with its meta
+        self._ends: EpochEnd | None = None  # accelerate's GradientState, told where a sifted epoch ends
+        self.end_of_dataloader, self.remainder = False, -1  # what accelerate reads off its active loader
 
     @property
     def _needs_indices(self) -> str | None:
@@ -174,6 +181,32 @@ class SiftingDataLoader:
         sampled, most = sampled_len(self.dataloader), len(self.dataloader) * self.batch_size
         return min(sampled, most) if sampled else most
 
+    # -- what published scripts read off the loader they wrap ------------------------------------
+    @property
+    def dataset(self) -> Any:
+        """The wrapped loader's dataset (scripts read its length)."""
+        return self.dataloader.dataset
+
+    @property
+    def sampler(self) -> Any:
+        """The wrapped loader's sampler: the DDP tutorial's ``sifted.sampler.set_epoch(epoch)`` reaches its
+        ``DistributedSampler``, as the loader itself does at every pass."""
+        return self.dataloader.sampler
+
+    @property
+    def batch_sampler(self) -> Any:
+        raise AttributeError(
+            "SiftingDataLoader has no batch_sampler to rebuild a loader from (its batches are chosen as it runs), so "
+            "accelerate's skip_first_batches cannot skip into it; it resumes mid-epoch by itself from its state_dict(): "
+            "register it (accelerator.register_for_checkpointing(sifted)) and, after load_state, iterate it as it is")
+
+    def set_epoch(self, epoch: int) -> None:
+        """What accelerate's loaders and the HF Trainer are told before an epoch. The loader counts its epochs itself
+        and sets its sampler's from that count at every pass; a count ahead of its own, given before a pass (a loader
+        made afresh for a run resumed at a later epoch), moves it there, so the sampler's order is the epoch's."""
+        if not self._active and not self._resume_mid_epoch and int(epoch) > self.epoch:
+            self.epoch = int(epoch)
+
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
         if not callable(hook):
@@ -190,35 +223,36 @@ class SiftingDataLoader:
         the newer started raises, since both would draw from one sifting state (history, position, packed rows)."""
         self._passes += 1
         mine = self._passes
-        for batch in self._pass():
-            yield batch
-            if self._passes != mine:
-                raise RuntimeError("this pass over the SiftingDataLoader was overtaken by a newer iter() over it; one loader "
-                                   "has one sifting state, so two live passes would interleave their batches: finish (or "
-                                   "drop) one pass before starting the next, or wrap a second loader for a second stream")
+        state = gradient_state(self.dataloader)
+        self._ends = EpochEnd(self, state) if state is not None else None
+        if self._ends is not None and state.num_steps > 1 and not self.quota.enabled:
+            warnings.warn("SiftingDataLoader under accelerate: pass exact_len=True (and epochs=), so that accumulate() "
+                          "knows the sifted epoch's last batch and len() plans the schedule", stacklevel=2)
+        try:
+            for batch in self._pass():
+                yield batch
+                if self._passes != mine:
+                    raise RuntimeError("this pass over the SiftingDataLoader was overtaken by a newer iter() over it; one "
+                                       "loader has one sifting state, so two live passes would interleave their batches: "
+                                       "finish (or drop) one pass before starting the next, or wrap a second loader for a "
+                                       "second stream")
+        finally:
+            if self._ends is not None and self._passes == mine:
+                self._ends.leave()
 
     def _pass(self) -> Iterator[Any]:
-        if self._active and not self._resume_mid_epoch:
-            self._close_epoch()  # the caller stopped the last pass early (the HF Trainer stops after len() batches)
+        """An epoch's batches; a pass left before ``len()`` batches (a peek, ``next(iter(loader))``, or a loop that broke
+        early) is continued, not counted as an epoch; one left after them (the HF Trainer stops at ``len()``) ends its
+        epoch here."""
+        left = self._active and not self._resume_mid_epoch
+        if left and (self._source is None or self.quota.yielded >= len(self)):
+            epochs.close_epoch(self)
+        continuing = self._active and not self._resume_mid_epoch and self._source is not None
         self._active = True
-        distributed = world_size() > 1
-        self.sifter.share = (lambda values: gather_values(values, self.device)) if distributed else None
-        if distributed:
-            check_same(len(self.dataloader), "raw batches per epoch", self.device)
-        if not self._resume_mid_epoch:
-            self._start_epoch()
-        skip = self._raw_in_epoch + (self._waiting.raw_batches if self._waiting is not None else 0)  # fetched, saved
-        self._resume_mid_epoch = False
-        set_epoch(self.dataloader, self.epoch)
-        prefilter = self.decisions.active
-        self.indices.start((lambda batch: self.decisions.choose(batch, self.epoch, lambda: decide.keeps_all(self))) if prefilter else None)
-        if prefilter:  # resume: the sampler passes over finished raw batches without fetching them
-            self.decisions.start(skip)
-        source = iter(self.dataloader)
-        for _ in range(0 if prefilter else skip):  # resume: replay the order, not the decisions
-            next(source)
-            self.indices.next()
-        yield from self._flush()  # batches packed but not yet yielded when the state was saved
+        source = self._source if continuing else epochs.open_epoch(self)
+        if continuing:
+            epochs.take_back(self)
+        yield from self._flush()  # batches packed but not yet yielded (when the state was saved, or the pass left)
         while True:
             t0 = time.perf_counter()
             try:
@@ -236,42 +270,12 @@ class SiftingDataLoader:
             if self._waiting is not arrival:
                 decide.finish(self, arrival)
                 yield from self._flush()
-        self._finish_waiting()
+        epochs.finish_waiting(self)
         decide.account_dropped(self)
         if self.quota.allowed(len(self.outbox.pending) + 1, exhausted=True) > len(self.outbox.pending):
             self.outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
-        self._close_epoch()
-
-    def _finish_waiting(self) -> None:
-        if self._waiting is not None:
-            waiting, self._waiting = self._waiting, None
-            decide.finish(self, waiting)
-
-    def _close_epoch(self) -> None:
-        self._finish_waiting()  # a pass stopped early: the raw batch it fetched is decided like the rest
-        overlap = self.kept_sets.close_epoch()
-        if overlap is not None:
-            self.stats.kept_overlap.append(overlap)
-        self.epoch += 1
-        self._raw_in_epoch = 0
-        self._active = False
-
-    def _start_epoch(self) -> None:
-        """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
-        self.feedback.settle()  # the last batch's training losses, before this epoch decides anything
-        if self.quota.enabled:
-            if not self.sifter.total_steps:  # a run of unknown length promises each epoch its own count
-                self.quota.promise = None
-            len(self)  # the promise for this epoch (for the run, when its length is known)
-        else:  # what the last pass left buffered is dropped; exact_len carries it over
-            self.outbox.clear()
-        self.quota.start()
-        rows = self._epoch_rows()
-        self.sifter.start_epoch(self.quota.floor_rows(self.batch_size, self.outbox.rows()), rows)
-        self._raw_in_epoch = 0
-        self.decisions.clear()
-        self.feedback.clear()
+        epochs.close_epoch(self)
 
     # -- what the training loop hands back (see :class:`Feedback`) ---------------------------
     def training_loss(self, losses: torch.Tensor, batch: Any = None) -> torch.Tensor:
@@ -300,15 +304,20 @@ class SiftingDataLoader:
         agree = (lambda k: agree_min(k, self.device)) if world_size() > 1 else None
         n, dropped = self.outbox.ready(last and not self.quota.enabled, agree)  # exact_len: the surplus carries over
         self.stats.dropped_to_sync += dropped
-        for _ in range(self.quota.allowed(n, exhausted=last)):
+        allowed = self.quota.allowed(n, exhausted=last)
+        for i in range(allowed):
             self.quota.yielded += 1  # popped before yielding, so a checkpoint between yields loses nothing
             batch, meta = self.outbox.pop()
             self.feedback.push(meta)
+            self._handed = (batch, meta)
             weights = meta["weight"]
             if self.meta_in_batch and isinstance(batch, Mapping):
                 batch = {**batch, META_WEIGHT: weights, **({META_INDEX: meta["index"]} if "index" in meta else {})}
             self.stats.count_batch(self.epoch)
             out = batching.to_device(batch, self.device) if self.yield_on_device else batch
+            if self._ends is not None:  # the epoch's last: the promised count reached (or, without it, the final flush's last)
+                q = self.quota
+                self._ends.yielding(q.yielded == q.promise if q.enabled and q.promise else last and i == allowed - 1)
             t0 = time.perf_counter()
             yield out
             self.scorer.train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))

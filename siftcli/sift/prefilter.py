@@ -66,7 +66,7 @@ class Arrival:
         """Plain values (checkpoints load with weights_only); a queued forward's losses copied to the host now (a
         checkpoint may wait), so a resumed run decides this batch on the scores the uninterrupted one did."""
         pending = self.pending
-        return {"raw": batching.to_device(self.raw, "cpu"), "indices": self.indices,
+        return {"raw": batching.saved_form(self.raw), "indices": self.indices,
                 "entry": None if self.entry is None else vars(self.entry).copy(),
                 "dropped": [vars(e).copy() for e in self.dropped],
                 "pending": None if pending is None else {"n": pending.n, "indices": pending.indices, "known": pending.known,

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from siftcli.sift.arguments import check_state
+from siftcli.sift.distributed import rank, world_size
 from siftcli.sift.prefilter import Arrival
 from siftcli.sift.stateful import StateDict
 from siftcli.sift.stats import SiftStats
@@ -30,6 +31,7 @@ def state_of(loader: Any) -> StateDict:
         "quota": loader.quota.state_dict(),
         "feedback": loader.feedback.state_dict(),  # training losses recorded, still on their way to the memory
         "waiting": None if loader._waiting is None else loader._waiting.state_dict(),  # fetched, its scores on their way
+        "rank": rank(), "world": world_size(),  # each rank's own: its shard's position, its generator
     }
 
 
@@ -37,6 +39,11 @@ def restore(loader: Any, state: Any) -> None:
     """:func:`state_of`'s values put back; a malformed state is named (:func:`check_state`), never met half-way as a
     ``KeyError``."""
     check_state(state, loader.batch_size)
+    saved_rank, saved_world = state.get("rank"), state.get("world")
+    if saved_rank is not None and (saved_rank, saved_world) != (rank(), world_size()):
+        raise ValueError(f"this loader state was saved by rank {saved_rank} of {saved_world} processes; this is rank "
+                         f"{rank()} of {world_size()}: every rank saves and loads its own (sifted.state_dict() on each rank, "
+                         "to a file named by its rank, such as f'sifting_rank{rank}.pt')")
     try:
         _restore(loader, state)
     except (KeyError, TypeError, IndexError, AttributeError) as exc:

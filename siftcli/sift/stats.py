@@ -123,10 +123,10 @@ class SiftStats(_KeepFractions):
         if anneal is not None and sifter.steps > anneal:  # the batch just decided was inside the anneal
             self.anneal_started_at = anneal
 
-    def count_batch(self, epoch: int) -> None:
-        """One batch yielded to the training loop."""
-        self.batches += 1
-        self.epoch_stats(epoch).batches += 1
+    def count_batch(self, epoch: int, n: int = 1) -> None:
+        """A batch yielded to the training loop (``n`` -1: one taken back, to be yielded again)."""
+        self.batches += n
+        self.epoch_stats(epoch).batches += n
 
     def to_dict(self) -> StateDict:
         out = asdict(self)

@@ -111,6 +111,11 @@ class SiftingDataloader(SiftingDataLoader):
         self.batch_log: deque[dict[str, Any]] = deque(maxlen=BATCH_LOG_LIMIT)
         self._rows = _Rows()
         self._original: Any = None
+        trainer = getattr(model, "_trainer", None)  # a LightningModule under DDP: each rank reads its own shard
+        if int(getattr(trainer, "world_size", 1) or 1) > 1:
+            from siftcli.integrations.lightning import sharded
+
+            orig_dataloader = sharded(orig_dataloader, trainer)
         super().__init__(orig_dataloader, model, self._loss, sift_config.to_sift_config(seed), batch_size=size,
                          batch_transform=self._transform, exact_len=True, epochs=epochs)
         self.add_batch_hook(self._after_decision)

@@ -1,0 +1,292 @@
+"""The library in the shapes of published scripts (accelerate's examples, transformers' no-Trainer scripts, the PyTorch
+DDP tutorial, the Trainer with a padding collator), each run beside its plain counterpart: the steps a schedule
+planned from ``len()``, gradient accumulation at a sifted epoch's end, resumes, peeks, per-rank states."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss
+
+
+def _rows(n: int = 96) -> TensorDataset:
+    x = torch.randn(n, 4, generator=torch.Generator().manual_seed(0))
+    return TensorDataset(x, (x[:, 0] > 0).long())
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 2)
+
+
+def test_the_attributes_published_scripts_touch_are_the_wrapped_loaders() -> None:
+    """The DDP tutorial calls ``train_data.sampler.set_epoch(epoch)``; scripts read ``.dataset`` and ``.batch_size``;
+    accelerate's ``skip_first_batches`` would rebuild a plain loader from ``.batch_sampler``, and is told why not."""
+    from accelerate import skip_first_batches
+
+    data = _rows(40)
+    base = DataLoader(data, batch_size=4, sampler=DistributedSampler(data, num_replicas=2, rank=1, shuffle=True, seed=3))
+    loader = SiftingDataLoader(base, _model(), cross_entropy_loss, SiftConfig(mode="all"))
+    assert loader.dataset is data and loader.sampler is base.sampler and loader.batch_size == 4
+    loader.sampler.set_epoch(0)  # the tutorial's line, as on the plain loader
+    assert len(list(loader)) == len(base) == 5
+    with pytest.raises(AttributeError, match="register_for_checkpointing"):
+        skip_first_batches(loader, 2)
+    assert getattr(loader, "batch_sampler", None) is None  # what a getattr with a default sees
+
+
+def ddp_tutorial(peek: bool, sifted: bool = True) -> dict:
+    """The DDP tutorial's epoch: ``sampler.set_epoch``, a peek at the batch size, then the pass (one process; the
+    plain loop on the plain loader when not ``sifted``)."""
+    data = _rows(96)
+    base = DataLoader(data, batch_size=8, sampler=DistributedSampler(data, num_replicas=1, rank=0, shuffle=True, seed=0))
+    model = _model()
+    loader = SiftingDataLoader(base, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=0, seed=0)) if sifted else base
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    steps = 0
+    for epoch in range(4):
+        loader.sampler.set_epoch(epoch)
+        if peek:
+            assert len(next(iter(loader))[0]) == 8  # the tutorial's b_sz
+        for x, y in loader:
+            opt.zero_grad()
+            losses = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+            (loader.training_loss(losses) if sifted else losses.mean()).backward()
+            opt.step()
+            steps += 1
+    return {"loader": loader if sifted else None, "steps": steps, "model": model}
+
+
+def test_a_peek_at_the_first_batch_does_not_count_as_an_epoch() -> None:
+    """The peeked batch is yielded again first (the loop never trained on it), so the run is the unpeeked one."""
+    plain, peeked = ddp_tutorial(peek=False), ddp_tutorial(peek=True)
+    a, b = plain["loader"], peeked["loader"]
+    assert a.epoch == b.epoch == 4 and plain["steps"] == peeked["steps"]
+    assert [e.raw_samples for e in b.stats.epochs] == [e.raw_samples for e in a.stats.epochs] == [96] * 4
+    assert [e.batches for e in b.stats.epochs] == [e.batches for e in a.stats.epochs]
+    assert all(torch.equal(x, y) for x, y in zip(plain["model"].state_dict().values(), peeked["model"].state_dict().values()))
+
+
+def test_a_loader_state_from_another_rank_is_refused_naming_both() -> None:
+    loader = SiftingDataLoader(DataLoader(_rows(32), batch_size=4), _model(), cross_entropy_loss, SiftConfig(beta=1.0))
+    state = loader.state_dict()
+    assert (state["rank"], state["world"]) == (0, 1)
+    fresh = SiftingDataLoader(DataLoader(_rows(32), batch_size=4), _model(), cross_entropy_loss, SiftConfig(beta=1.0))
+    with pytest.raises(ValueError, match="saved by rank 1 of 2 processes; this is rank 0 of 1"):
+        fresh.load_state_dict({**state, "rank": 1, "world": 2})
+
+
+def test_a_state_holding_batch_encodings_loads_with_weights_only(tmp_path: Path) -> None:
+    """A tokenizer's collator yields ``BatchEncoding``s; the batches a state holds are plain, so the Trainer's
+    ``torch.load(weights_only=True)`` reads it, and the resumed loader yields what the uninterrupted one does."""
+    from transformers import BatchEncoding
+
+    ids = torch.randint(1, 50, (64, 6), generator=torch.Generator().manual_seed(0))
+
+    def collate(rows: list[int]) -> BatchEncoding:
+        return BatchEncoding({"input_ids": ids[rows], "labels": torch.tensor(rows) % 2})
+
+    def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+        return batch["input_ids"].float().mean(1) * model.weight.sum() + batch["labels"]
+
+    def make() -> SiftingDataLoader:
+        base = DataLoader(list(range(64)), batch_size=8, collate_fn=collate)
+        return SiftingDataLoader(base, _model(), loss, SiftConfig(beta=1.0, sift_delay=0, seed=2))
+
+    whole = make()
+    batches = iter(whole)
+    for _ in range(2):
+        next(batches)
+    state = whole.state_dict()
+    assert state["packer"]["buffer"] or state["pending"]  # the state holds batches
+    torch.save(state, tmp_path / "state.pt")
+    resumed = make()
+    resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))
+    rest, again = [b["input_ids"] for b in batches], [b["input_ids"] for b in resumed]
+    assert len(again) == len(rest) > 0 and all(torch.equal(a, b) for a, b in zip(rest, again))
+
+
+def accelerate_loop(sifted: bool, accumulation: int = 2, epochs: int = 3) -> dict:
+    """accelerate's ``nlp_example.py`` shape: prepare, plan a linear schedule from ``len(train_dataloader)``, train
+    under ``accelerator.accumulate``; with siftcli the prepared loader is wrapped (exact_len, epochs) and the schedule
+    is planned from the sifting loader's ``len()``."""
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=accumulation)
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = DataLoader(_rows(100), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    if sifted:
+        loader = SiftingDataLoader(loader, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=0, seed=0),
+                                   exact_len=True, epochs=epochs)
+    planned = epochs * math.ceil(len(loader) / accumulation)
+    scheduler = accelerator.prepare(torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / planned)))
+    steps, last_synced = 0, []
+    for _ in range(epochs):
+        n = len(loader)
+        for i, (x, y) in enumerate(loader):
+            with accelerator.accumulate(model):
+                losses = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+                accelerator.backward(loader.training_loss(losses) if sifted else losses.mean())
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+                steps += accelerator.sync_gradients
+                if i == n - 1:
+                    last_synced.append(accelerator.sync_gradients)
+    return {"steps": steps, "planned": planned, "lr": scheduler.get_last_lr()[0], "last_synced": last_synced}
+
+
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_accelerate_schedules_from_len_and_syncs_on_a_sifted_epochs_last_batch(accumulation: int) -> None:
+    plain, sifted = accelerate_loop(False, accumulation), accelerate_loop(True, accumulation)
+    for run in (plain, sifted):
+        assert run["steps"] == run["planned"]  # every optimizer step the schedule planned
+        assert run["lr"] == pytest.approx(0.0, abs=1e-9)  # fully decayed
+        assert run["last_synced"] == [True] * 3  # the epoch's last micro-batch synced: nothing leaks into the next
+    assert sifted["planned"] < plain["planned"]
+
+
+def test_the_hf_trainer_over_an_iterable_dataset_is_refused_in_one_line(tmp_path: Path) -> None:
+    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):  # noqa: ANN204
+            yield from ({"input_ids": torch.ones(4, dtype=torch.long), "labels": 0} for _ in range(8))
+
+    model = BertForSequenceClassification(BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                                                     intermediate_size=8, max_position_embeddings=8))
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, report_to=[],
+                             use_cpu=True, disable_tqdm=True)
+    with pytest.raises(ValueError, match="IterableDataset.*map-style dataset"):
+        SiftingTrainer(model=model, args=args, train_dataset=Stream()).train()
+
+
+def test_a_sifted_training_step_without_its_loader_says_where_the_loader_went() -> None:
+    from siftcli.integrations.lightning import SiftedTrainingStep
+
+    class Module(SiftedTrainingStep, torch.nn.Module):
+        pass
+
+    with pytest.raises(AttributeError, match="DataModule's train_dataloader.*sifting_dataloader\\(self"):
+        Module().training_step((torch.zeros(2, 4), torch.zeros(2, dtype=torch.long)))
+
+
+def padded_trainer(tmp_path: Path, out: str, accumulation: int = 2) -> object:
+    """The Trainer with a tokenizer's padding collator (its batches are ``BatchEncoding``s), gradient accumulation,
+    checkpoints every 2 steps and an evaluation every 2."""
+    from transformers import BertConfig, BertForSequenceClassification, DataCollatorWithPadding, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+    from siftcli.workload.models import load_tokenizer
+
+    tokenizer = load_tokenizer("builtin:minilm")
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
+                                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0))
+    words = ["good", "bad", "fine", "awful", "great", "poor", "nice", "dull"]
+    g = torch.Generator().manual_seed(0)
+    texts = [" ".join(words[int(j)] for j in torch.randint(0, 8, (int(n),), generator=g))
+             for n in torch.randint(2, 9, (80,), generator=g)]
+    rows = [{**tokenizer(t), "labels": int(t.split()[0] in ("good", "fine", "great", "nice"))} for t in texts]
+    args = TrainingArguments(output_dir=str(tmp_path / out), per_device_train_batch_size=8, num_train_epochs=3, report_to=[],
+                             gradient_accumulation_steps=accumulation, save_strategy="steps", save_steps=2,
+                             eval_strategy="steps", eval_steps=2, logging_steps=1, use_cpu=True, disable_tqdm=True, seed=0,
+                             lr_scheduler_type="linear", learning_rate=1e-3)
+    return SiftingTrainer(model=model, args=args, train_dataset=rows, eval_dataset=rows[:16],
+                          data_collator=DataCollatorWithPadding(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                          sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=1))
+
+
+@pytest.mark.slow
+def test_the_trainer_with_accumulation_and_a_padding_collator_resumes_mid_epoch_to_the_uninterrupted_run(tmp_path: Path) -> None:
+    whole = padded_trainer(tmp_path, "whole")
+    whole.train()
+    steps = whole.state.global_step
+    per_epoch = math.ceil(len(whole.sifting_loader) / 2)
+    assert steps == 3 * per_epoch  # what the Trainer planned
+    assert 4 % per_epoch  # checkpoint-4 is inside an epoch
+    resumed = padded_trainer(tmp_path, "resumed")
+    resumed.train(resume_from_checkpoint=str(tmp_path / "whole" / "checkpoint-4"))
+    assert resumed.state.global_step == steps
+    lr = [h["learning_rate"] for h in whole.state.log_history if "learning_rate" in h]
+    lr_resumed = [h["learning_rate"] for h in resumed.state.log_history if "learning_rate" in h]
+    assert lr_resumed[-1] == pytest.approx(lr[-1]) == pytest.approx(lr[0] / steps)  # its last step's, in both
+    assert resumed.lr_scheduler.get_last_lr()[0] == whole.lr_scheduler.get_last_lr()[0] == 0  # fully decayed
+    evals = [h["step"] for h in whole.state.log_history if "eval_loss" in h]
+    assert [h["step"] for h in resumed.state.log_history if "eval_loss" in h] == evals  # every scheduled evaluation
+    a, b = whole.model.state_dict(), resumed.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)  # the uninterrupted weights
+
+
+def no_trainer(folder: Path, stop_at: int | None = None, resume: bool = False, epochs: int = 3, sifted: bool = True) -> dict:
+    """transformers' ``run_glue_no_trainer.py`` shape with accumulation 2 and step checkpoints: ``stop_at`` saves
+    ``step_N`` with ``accelerator.save_state`` and stops there (a kill); ``resume`` loads the newest and goes on.
+    siftcli's lines: the prepared loader wrapped (exact_len, epochs), registered for checkpointing, and on resume the
+    epoch read from it and the loader iterated as it is instead of through ``skip_first_batches`` (it resumes
+    mid-epoch from its own state). As for the
+    plain script, an exact resume needs an order that a resumed process draws again: accelerate's seedable sampler."""
+    from accelerate import Accelerator, DataLoaderConfiguration
+
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2,
+                              dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True))
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_dataloader = DataLoader(_rows(96), batch_size=8, shuffle=True)  # 12 batches: the script's own resume
+    model, optimizer, train_dataloader = accelerator.prepare(model, optimizer, train_dataloader)  # arithmetic needs even
+    if sifted:
+        train_dataloader = SiftingDataLoader(train_dataloader, model, cross_entropy_loss,
+                                             SiftConfig(beta=1.0, sift_delay=2, seed=0), exact_len=True, epochs=epochs)
+        accelerator.register_for_checkpointing(train_dataloader)
+    per_epoch = math.ceil(len(train_dataloader) / 2)
+    scheduler = accelerator.prepare(torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / (epochs * per_epoch))))
+    starting_epoch, completed, resume_step = 0, 0, None
+    if resume:
+        path = max(folder.glob("step_*"), key=lambda p: int(p.name[5:]))
+        accelerator.load_state(str(path))
+        completed = int(path.name[5:])
+        resume_step = completed * 2
+        starting_epoch = resume_step // len(train_dataloader)
+        resume_step -= starting_epoch * len(train_dataloader)
+        if sifted:  # the loader knows the epoch it stopped in (the script's arithmetic assumes full accumulations)
+            starting_epoch = train_dataloader.epoch
+    for epoch in range(starting_epoch, epochs):
+        active = train_dataloader
+        if resume_step is not None and epoch == starting_epoch and not sifted:
+            active = accelerator.skip_first_batches(train_dataloader, resume_step)
+        for x, y in active:
+            with accelerator.accumulate(model):
+                losses = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+                accelerator.backward(train_dataloader.training_loss(losses) if sifted else losses.mean())
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            if accelerator.sync_gradients:
+                completed += 1
+                if completed == stop_at:
+                    accelerator.save_state(str(folder / f"step_{completed}"))
+                    return {}
+    return {"steps": completed, "planned": epochs * per_epoch, "lr": scheduler.get_last_lr()[0],
+            "weights": [p.detach().clone() for p in model.parameters()]}
+
+
+@pytest.mark.parametrize("sifted", [False, True])
+def test_an_accelerate_script_resumes_from_save_state_to_the_uninterrupted_weights(tmp_path: Path, sifted: bool) -> None:
+    whole = no_trainer(tmp_path / "whole", sifted=sifted)
+    assert whole["steps"] == whole["planned"] and whole["lr"] == pytest.approx(0.0, abs=1e-9)
+    stop = whole["planned"] // 3 + 1  # inside the second epoch
+    no_trainer(tmp_path / "run", stop_at=stop, sifted=sifted)
+    resumed = no_trainer(tmp_path / "run", resume=True, sifted=sifted)
+    assert resumed["steps"] == whole["steps"] and resumed["lr"] == pytest.approx(0.0, abs=1e-9)
+    if sifted:  # (the plain script is not weight-exact: in a new process accelerate's loader counts its epochs from 0
+        # again, so the resumed run's later epochs draw the first epochs' orders; the sifting loader sets its own)
+        assert all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))
