@@ -140,7 +140,9 @@ def accelerate_loop(sifted: bool, accumulation: int = 2, epochs: int = 3) -> dic
                 steps += accelerator.sync_gradients
                 if i == n - 1:
                     last_synced.append(accelerator.sync_gradients)
-    return {"steps": steps, "planned": planned, "lr": scheduler.get_last_lr()[0], "last_synced": last_synced}
+    st = loader.stats if sifted else None
+    return {"steps": steps, "planned": planned, "lr": scheduler.get_last_lr()[0], "last_synced": last_synced,
+            "offered": st.raw_samples if st else "all", "kept": round(st.kept_samples / st.raw_samples, 3) if st else 1.0}
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])
