@@ -292,3 +292,46 @@ def test_an_accelerate_script_resumes_from_save_state_to_the_uninterrupted_weigh
     if sifted:  # (the plain script is not weight-exact: in a new process accelerate's loader counts its epochs from 0
         # again, so the resumed run's later epochs draw the first epochs' orders; the sifting loader sets its own)
         assert all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("scoring", ["fresh", "memory"])
+@pytest.mark.parametrize("at", ["mid-epoch", "epoch end"])
+def test_over_a_torchdata_stateful_dataloader_a_state_dict_resumes_exactly(workers: int, scoring: str, at: str) -> None:
+    """A ``SiftingDataLoader`` over torchdata's ``StatefulDataLoader`` (shuffled, its own generator): the sifting state
+    holds the wrapped loader's state as the epoch began, so a loader made afresh (another process's RNG) and given
+    ``state_dict()`` yields what the uninterrupted one yields, mid-epoch and at an epoch's end."""
+    stateful_dataloader = pytest.importorskip("torchdata.stateful_dataloader")
+
+    data = _rows(64)
+
+    def make() -> SiftingDataLoader:
+        torch.manual_seed(0)
+        base = stateful_dataloader.StatefulDataLoader(data, batch_size=8, shuffle=True, num_workers=workers)
+        config = SiftConfig(beta=1.0, sift_delay=0, seed=0, scoring=scoring, memory_max_age=None if scoring == "memory" else 9)
+        return SiftingDataLoader(base, _model(), cross_entropy_loss, config)
+
+    def rows_of(batch: tuple) -> list[float]:
+        return [round(float(v), 5) for v in batch[0][:, 0]]
+
+    def train(loader: SiftingDataLoader, batch: tuple) -> None:  # losses handed back: memory scoring reads them
+        loader.training_loss(torch.nn.functional.cross_entropy(loader.model(batch[0]), batch[1], reduction="none"))
+
+    whole, seen, state, mark = make(), [], None, 0
+    for epoch in range(3):
+        for i, batch in enumerate(whole):
+            train(whole, batch)
+            seen.append(rows_of(batch))
+            if at == "mid-epoch" and epoch == 1 and i == 1:
+                state, mark = whole.state_dict(), len(seen)
+        if at == "epoch end" and epoch == 0:
+            state, mark = whole.state_dict(), len(seen)
+    resumed = make()
+    resumed.load_state_dict(state)
+    torch.manual_seed(123)  # a new process's global RNG
+    rest = []
+    for _ in range(resumed.epoch, 3):
+        for batch in resumed:
+            train(resumed, batch)
+            rest.append(rows_of(batch))
+    assert rest == seen[mark:] and rest

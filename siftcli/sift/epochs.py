@@ -9,7 +9,7 @@ from typing import Any
 
 from siftcli.sift import decide
 from siftcli.sift.distributed import check_same, gather_values, world_size
-from siftcli.sift.indices import set_epoch
+from siftcli.sift.indices import set_epoch, stateful
 
 
 def take_back(loader: Any) -> None:
@@ -39,6 +39,8 @@ def open_epoch(loader: Any) -> Iterator[Any]:
     loader.indices.start(choose)
     if prefilter:  # resume: the sampler passes over finished raw batches without fetching them
         loader.decisions.start(skip)
+    if stateful(loader.dataloader) and loader._epoch_start is None:  # its order as the epoch starts: what a resume
+        loader._epoch_start = loader.dataloader.state_dict()  # restores, and then replays, as for any other sampler
     source = iter(loader.dataloader)
     for _ in range(0 if prefilter else skip):  # resume: replay the order, not the decisions
         next(source)
@@ -62,7 +64,7 @@ def close_epoch(loader: Any) -> None:
         loader.stats.kept_overlap.append(overlap)
     loader.epoch += 1
     loader._raw_in_epoch = 0
-    loader._active, loader._source, loader._handed = False, None, None
+    loader._active, loader._source, loader._handed, loader._epoch_start = False, None, None, None
 
 
 def start_epoch(loader: Any) -> None:

@@ -31,19 +31,37 @@ class _RecordingBatchSampler:
         self.prefilter: Prefilter | None = None
 
     def __iter__(self) -> Iterator[list[int]]:
-        prefilter = self.prefilter
-        for batch in self.inner:
-            if prefilter is not None:
-                batch = prefilter(list(batch))
-                if not batch:
-                    continue
-            self.record.append(list(batch))
-            yield batch
+        return _Recording(self, iter(self.inner))
 
     def __len__(self) -> int:
         return len(self.inner)
 
     def __getattr__(self, name: str) -> Any:  # sampler, batch_size, drop_last, set_epoch ...
+        return getattr(self.inner, name)
+
+
+class _Recording:
+    """The recorder's iterator. Its state is the inner iterator's where that has one: torchdata's
+    ``StatefulDataLoader`` saves the sampler iterator's state (its generator) and restores it, which it could not do
+    through a plain generator."""
+
+    def __init__(self, sampler: _RecordingBatchSampler, inner: Iterator[Any]) -> None:
+        self.sampler, self.inner = sampler, inner
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return self
+
+    def __next__(self) -> list[int]:
+        while True:
+            batch = next(self.inner)
+            if self.sampler.prefilter is not None:
+                batch = self.sampler.prefilter(list(batch))
+                if not batch:
+                    continue
+            self.sampler.record.append(list(batch))
+            return batch
+
+    def __getattr__(self, name: str) -> Any:  # state_dict, load_state_dict where the inner iterator has them
         return getattr(self.inner, name)
 
 
@@ -87,6 +105,14 @@ def _install(dataloader: Any, record: deque) -> _RecordingBatchSampler | None:
     else:
         dataloader.batch_sampler.record = record
     return dataloader.batch_sampler
+
+
+def stateful(dataloader: Any) -> bool:
+    """Whether ``dataloader`` saves and restores its own position (torchdata's ``StatefulDataLoader``, or a subclass)."""
+    import sys
+
+    module = sys.modules.get("torchdata.stateful_dataloader")
+    return module is not None and isinstance(dataloader, module.StatefulDataLoader)
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

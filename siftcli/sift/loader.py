@@ -135,6 +135,7 @@ class SiftingDataLoader:
         self._waiting: Arrival | None = None
         self._source: Iterator[Any] | None = None  # the wrapped loader's iterator of the epoch under way
         self._handed: tuple[Any, dict[str, torch.Tensor]] | None = None  # the last batch yielded, with its meta
+        self._epoch_start: StateDict | None = None  # a StatefulDataLoader's state as this epoch began
         self._ends: EpochEnd | None = None  # accelerate's GradientState, told where a sifted epoch ends
         self.end_of_dataloader, self.remainder = False, -1  # what accelerate reads off its active loader
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from siftcli.sift.arguments import check_state
 from siftcli.sift.distributed import rank, world_size
+from siftcli.sift.indices import stateful
 from siftcli.sift.prefilter import Arrival
 from siftcli.sift.stateful import StateDict
 from siftcli.sift.stats import SiftStats
@@ -32,6 +33,9 @@ def state_of(loader: Any) -> StateDict:
         "feedback": loader.feedback.state_dict(),  # training losses recorded, still on their way to the memory
         "waiting": None if loader._waiting is None else loader._waiting.state_dict(),  # fetched, its scores on their way
         "rank": rank(), "world": world_size(),  # each rank's own: its shard's position, its generator
+        # a StatefulDataLoader's state as this epoch began (between epochs: as the next begins), so its order comes back
+        "wrapped_epoch_start": loader._epoch_start if loader._active or not stateful(loader.dataloader)
+        else loader.dataloader.state_dict(),
     }
 
 
@@ -63,6 +67,9 @@ def _restore(loader: Any, state: Mapping[str, Any]) -> None:
     loader.feedback.clear()  # batches handed out before the save are not handed out again, nor recorded
     loader.feedback.load_state_dict(state.get("feedback"))
     loader._waiting = Arrival.from_state(state["waiting"]) if state.get("waiting") else None
+    loader._epoch_start = state.get("wrapped_epoch_start")
+    if loader._epoch_start is not None and stateful(loader.dataloader):
+        loader.dataloader.load_state_dict(loader._epoch_start)
     loader.memory.load_state_dict(state["memory"])
     loader.kept_sets.load_state_dict(state.get("kept_sets", ([], [])))
     if "quota" in state:
