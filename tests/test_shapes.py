@@ -335,3 +335,32 @@ def test_over_a_torchdata_stateful_dataloader_a_state_dict_resumes_exactly(worke
             train(resumed, batch)
             rest.append(rows_of(batch))
     assert rest == seen[mark:] and rest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["accelerate", "tutorial"])
+def test_under_torchrun_each_rank_reads_its_shard_and_the_schedule_ends_where_planned(tmp_path: Path, shape: str) -> None:
+    """accelerate's example and the DDP tutorial on 2 processes, plain beside sifted: the steps the schedule planned
+    (accelerate: LR 0, the epoch's last micro-batch synced), the tutorial's peek not an epoch, each rank its own half
+    of the rows every epoch, the ranks in step."""
+    from tests.test_parallel import _ranks_of_script
+
+    runs = {}
+    for mode in ("plain", "sifted"):
+        folder = tmp_path / mode
+        folder.mkdir()
+        runs[mode] = _ranks_of_script("dist_shapes.py", f"{shape}-{mode}", cwd=folder, what=f"{shape} {mode} under torchrun")
+    for mode, ranks in runs.items():
+        assert ranks[0]["weights"] == ranks[1]["weights"] and ranks[0]["steps"] == ranks[1]["steps"]
+        for epoch in range(3):
+            a, b = (r["rows"][epoch] for r in ranks)
+            assert len(a) == len(b) == 48  # 96 rows, half each
+            if mode == "sifted":
+                assert not set(a) & set(b)  # disjoint halves
+        for r in ranks:
+            if shape == "accelerate":
+                assert r["steps"] == r["planned"] and r["lr"] == pytest.approx(0.0, abs=1e-9) and r["last_synced"] == [True] * 3
+            else:
+                assert r["epochs"] == 3 and r["b_sz"] == 8
+                assert r.get("state_rank", r["rank"]) == r["rank"]
+    assert runs["sifted"][0]["steps"] < runs["plain"][0]["steps"]
