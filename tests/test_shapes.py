@@ -62,8 +62,13 @@ def ddp_tutorial(peek: bool, sifted: bool = True) -> dict:
     return {"loader": loader if sifted else None, "steps": steps, "model": model}
 
 
-def test_a_peek_at_the_first_batch_does_not_count_as_an_epoch() -> None:
-    """The peeked batch is yielded again first (the loop never trained on it), so the run is the unpeeked one."""
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_peek_at_the_first_batch_does_not_count_as_an_epoch(monkeypatch: pytest.MonkeyPatch, overlap: bool) -> None:
+    """The peeked batch is yielded again first (the loop never trained on it), so the run is the unpeeked one; also in
+    the GPU's order, where a raw batch waits for its scores while the next is fetched."""
+    import siftcli.sift.loader as loader_module
+
+    monkeypatch.setattr(loader_module, "OVERLAP_DEVICES", ("cuda", "cpu") if overlap else ("cuda",))
     plain, peeked = ddp_tutorial(peek=False), ddp_tutorial(peek=True)
     a, b = plain["loader"], peeked["loader"]
     assert a.epoch == b.epoch == 4 and plain["steps"] == peeked["steps"]
@@ -294,6 +299,7 @@ def test_an_accelerate_script_resumes_from_save_state_to_the_uninterrupted_weigh
         assert all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))
 
 
+@pytest.mark.filterwarnings("ignore:'set_vital' is deprecated")  # torchdata's own call into torch
 @pytest.mark.parametrize("workers", [0, 2])
 @pytest.mark.parametrize("scoring", ["fresh", "memory"])
 @pytest.mark.parametrize("at", ["mid-epoch", "epoch end"])

@@ -99,7 +99,9 @@ class SiftingTrainer(Trainer):
                                                 epochs=run_epochs(self.args, raw_batches(base), self.sift_config.target_keep_fraction),
                                                 exact_len=True)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
-        if saved and os.path.exists(saved):  # saved after an epoch's last step, the loader starts the next itself
+        # saved after an epoch's last step, the loader starts the next itself; ignore_data_skip (the Trainer starts the
+        # interrupted epoch again) starts it with a fresh sifting state, as the docs say
+        if saved and os.path.exists(saved) and not self.args.ignore_data_skip:
             self.sifting_loader.load_state_dict(torch.load(saved, weights_only=True))
         return self.sifting_loader
 
