@@ -255,7 +255,7 @@ def test_a_cached_reference_holding_nan_is_rebuilt_and_a_diverged_one_is_refused
 def test_a_study_being_founded_this_moment_is_not_taken_for_a_stranger(tmp_path: Path) -> None:
     """Machines started together: one has created the study but not yet its founder marker; the other must join it."""
     optuna = pytest.importorskip("optuna")
-    from siftcli.sweep.study import check_storage
+    from siftcli.studies import check_storage
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     url = f"sqlite:///{tmp_path / 'shared.db'}"

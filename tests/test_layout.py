@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: The stages of ``siftcli/``, top (what the user calls) to bottom (what everything uses). A module may import from its
 #: own stage or any stage below it, never above: the README's map of the folders says the same.
-STAGES = ["__main__", "cli", "commands", "plan", "sweep", "report", "analysis", "arms", "training", "curate", "workload", "recipe",
-          "compat", "integrations", "runio", "parallel", "sift", "tasks", "errors"]
+STAGES = ["__main__", "cli", "commands", "plan", "sweep", "studies", "report", "analysis", "arms", "training", "curate", "workload",
+          "recipe", "compat", "integrations", "runio", "parallel", "sift", "tasks", "errors"]
 
 
 def _sources(*folders: str) -> list[Path]:

@@ -263,7 +263,7 @@ def test_a_second_machine_finishes_what_an_interrupted_one_left_and_nothing_trai
     common = PlanSettings(budget=30, tolerance=100, seeds=2, storage=url, study=study)
     with pytest.raises(RunInterrupted):
         run_plan(recipe, common, output=str(tmp_path / "a"), on_event=counting("a", 4))
-    from siftcli.sweep.study import INTERRUPTED
+    from siftcli.studies import INTERRUPTED
 
     interrupted = [t for t in _trials(url, study) if t.user_attrs.get(INTERRUPTED)]
     assert len(interrupted) == 1  # the job A was training when it stopped, given back
@@ -301,7 +301,7 @@ def test_a_job_whose_machine_fell_silent_is_queued_again_for_another(tmp_path: P
 
     from siftcli.plan.study import Job as PlanJob
     from siftcli.plan.study import PlanStudy, Result
-    from siftcli.sweep.study import ALIVE
+    from siftcli.studies import ALIVE
 
     url = f"sqlite:///{tmp_path / 'plan.db'}"
     a = PlanStudy(url, tmp_path / "a", "s", higher=True)

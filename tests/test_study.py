@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from siftcli import studies
 from siftcli.errors import SiftcliError
-from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
+from siftcli.sweep.study import SHARED, open_study
 from tests.conftest import tiny_recipe_dict
 
 optuna = pytest.importorskip("optuna")
@@ -101,18 +102,18 @@ def test_two_machines_share_one_postgresql_study_and_one_survives_being_killed(p
 
 def test_a_machine_with_another_recipe_or_other_settings_is_refused(tmp_path: Path) -> None:
     settings = SweepSettings(study="s", trials=4)
-    study = studies.open_study(settings, tmp_path, True, None)
-    assert studies.join(study, "abc", settings.shared()) is True
-    assert studies.join(study, "abc", settings.shared()) is False  # a second machine joins
+    study = open_study(settings, tmp_path, True, None)
+    assert studies.join(study, "abc", settings.shared(), SHARED) is True
+    assert studies.join(study, "abc", settings.shared(), SHARED) is False  # a second machine joins
     with pytest.raises(SiftcliError, match="started with another recipe"):
-        studies.join(study, "def", settings.shared())
+        studies.join(study, "def", settings.shared(), SHARED)
     with pytest.raises(SiftcliError, match=r"other settings \(trials\)"):
-        studies.join(study, "abc", SweepSettings(study="s", trials=5).shared())
+        studies.join(study, "abc", SweepSettings(study="s", trials=5).shared(), SHARED)
 
 
 def test_a_silent_machines_trial_is_queued_again_once(tmp_path: Path) -> None:
     settings = SweepSettings(study="s")
-    study = studies.open_study(settings, tmp_path, True, None)
+    study = open_study(settings, tmp_path, True, None)
     dist = {"beta": optuna.distributions.FloatDistribution(0.5, 4, log=True)}
     trial = study.ask(dist)
     trial.set_user_attr(studies.OWNER, "elsewhere:/x")
@@ -130,7 +131,7 @@ def test_between_a_requeues_two_writes_the_interrupted_trial_still_holds_its_pla
                                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # the race CI met: a machine counting after the failure and before the copy was queued saw a free place, asked,
     # got a fresh sample (a grid point run twice) and the copy never ran
-    study = studies.open_study(SweepSettings(study="s"), tmp_path, True, None)
+    study = open_study(SweepSettings(study="s"), tmp_path, True, None)
     dist = {"beta": optuna.distributions.FloatDistribution(0.5, 4, log=True)}
     trial = study.ask(dist)
     trial.set_user_attr(studies.ALIVE, 0.0)
@@ -153,13 +154,13 @@ def test_between_a_requeues_two_writes_the_interrupted_trial_still_holds_its_pla
 
 def test_a_fresh_trial_that_overfills_the_study_gives_way_and_a_queued_one_never_does(tmp_path: Path) -> None:
     dist = {"beta": optuna.distributions.CategoricalDistribution([0.5, 1.0])}
-    study = studies.open_study(SweepSettings(study="g"), tmp_path, True, None)
+    study = open_study(SweepSettings(study="g"), tmp_path, True, None)
     studies.enqueue(study, {"beta": 1.0})
     queued, fresh = study.ask(dist), study.ask(dist)  # the second machine lost the race for the one queued trial
     assert not studies.surplus(study, queued, trials=1, grid=True)
     assert studies.surplus(study, fresh, trials=1, grid=True)  # a grid runs its points only, each once
     assert studies.counted(study).numbers == (queued.number,)
-    study = studies.open_study(SweepSettings(study="t"), tmp_path, True, None)
+    study = open_study(SweepSettings(study="t"), tmp_path, True, None)
     first, second = study.ask(dist), study.ask(dist)  # two machines both saw the last free place
     assert not studies.surplus(study, first, trials=1, grid=False)
     assert studies.surplus(study, second, trials=1, grid=False)
@@ -170,10 +171,10 @@ def test_machines_sharing_a_storage_sample_apart_and_one_machine_reproducibly(tm
     url = f"sqlite:///{tmp_path / 's.db'}"
     dist = {"beta": optuna.distributions.FloatDistribution(0.25, 8, log=True)}
     settings = SweepSettings(study="s", storage=url)
-    first = [studies.open_study(settings, tmp_path / m, True, None).ask(dist).params["beta"] for m in ("a", "b")]
+    first = [open_study(settings, tmp_path / m, True, None).ask(dist).params["beta"] for m in ("a", "b")]
     assert first[0] != first[1]  # two machines' first proposals differ
     for i in range(2):
         (tmp_path / f"j{i}").mkdir()
-    alone = [studies.open_study(SweepSettings(study=f"j{i}"), tmp_path / f"j{i}", True, None).ask(dist).params["beta"]
+    alone = [open_study(SweepSettings(study=f"j{i}"), tmp_path / f"j{i}", True, None).ask(dist).params["beta"]
              for i in range(2)]
     assert alone[0] == alone[1]  # a one-machine sweep's proposals follow the recipe's seed, wherever its folder is

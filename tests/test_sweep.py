@@ -10,16 +10,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from siftcli import studies
 from siftcli.analysis.sweep import non_dominated
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.recipe.schema import validate_recipe
 from siftcli.sweep import run as sweep
-from siftcli.sweep import study as studies
 from siftcli.sweep import workers
 from siftcli.sweep.run import run_sweep
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import apply_params, parse_space
+from siftcli.sweep.study import open_study
 from tests.conftest import tiny_recipe_dict
 
 pytest.importorskip("optuna")
@@ -84,7 +85,7 @@ def test_a_killed_sweep_resumes_without_redoing_finished_trials(tmp_path: Path) 
     out = Path(exc.value.run_dir)
     assert "--resume" in exc.value.resume_command
     first = {n: (out / f"trial-{n}" / "trial.json").stat().st_mtime_ns for n in (0, 1)}
-    asked = studies.open_study(SweepSettings(**json.loads((out / "sweep_settings.json").read_text())), out, False, 24)
+    asked = open_study(SweepSettings(**json.loads((out / "sweep_settings.json").read_text())), out, False, 24)
     params_two = asked.trials[2].params
     _, result = run_sweep(None, None, resume=str(out), jobs=0)
     assert {n: (out / f"trial-{n}" / "trial.json").stat().st_mtime_ns for n in (0, 1)} == first  # not run again

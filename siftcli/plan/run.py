@@ -68,7 +68,7 @@ class PlanSettings:
     def check(self) -> None:
         """One line for each bad option, before anything loads (the storage is opened: a server that does not answer
         is found now, not after the baseline)."""
-        from siftcli.sweep.study import check_storage
+        from siftcli.studies import check_storage
 
         budget, tolerance, seeds, workers, storage, study = (self.budget, self.tolerance, self.seeds, self.workers,
                                                              self.storage, self.study)

@@ -1,7 +1,7 @@
 """A plan's jobs in, their results out: the plan's trials on an Optuna study that every process and machine shares.
 
 A job is one training run (an arm at a fidelity, for a seed, evaluated on the validation or the evaluation split). The
-study is the sweep's (:mod:`siftcli.sweep.study`): a journal file in the plan folder by default, or ``--storage URL
+study layer is the one the sweep uses (:mod:`siftcli.studies`): a journal file in the plan folder by default, or ``--storage URL
 --study NAME`` for several machines started with the same command; ``--workers N`` starts N-1 more processes on this
 machine that take jobs from the same study. Each job is an Optuna trial queued with one parameter, its index in the
 study's job list; a process takes the next queued trial (Optuna hands a queued trial to one process only), trains it
@@ -11,7 +11,7 @@ The plan runs in phases (the baselines, the cheap rung, the full schedule, the c
 confirmation). A phase's jobs are decided from the finished ones by whichever process claims the phase first
 (creating the study ``NAME:phase:K``, which succeeds once); the others wait for its list. Liveness is the sweep's: each
 process refreshes a timestamp on its running trial from a heartbeat thread 6 times per ``STALE_SECONDS``
-(:mod:`siftcli.sweep.study`), and a trial whose owner fell silent that long (its machine died) is queued again by
+(:mod:`siftcli.studies`), and a trial whose owner fell silent that long (its machine died) is queued again by
 whichever process notices first.
 """
 
@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from siftcli import studies
 from siftcli.plan.record import PlannerNotes
-from siftcli.sweep import study as studies
 from siftcli.training.record import RunMetrics
 
 #: The settings every machine on one plan study must share.

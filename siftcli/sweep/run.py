@@ -20,7 +20,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from siftcli import parallel
+from siftcli import parallel, studies
 from siftcli.analysis.stats import target_for, time_to_target
 from siftcli.analysis.sweep import Frontier, FrontierRow, SweepResult, TrialRow, advice, full_point, non_dominated
 from siftcli.arms.context import SeedContext, prepare
@@ -30,9 +30,9 @@ from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe
 from siftcli.report.plots import write_sweep_plot
 from siftcli.runio import atomic_write_json, claim, read_json
-from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import _distributions, grid_points
+from siftcli.sweep.study import SHARED, open_study, shared_frontier
 from siftcli.sweep.trial import recipe_sha256, run_trial
 from siftcli.sweep.workers import Finished, Pool, WorkloadCache
 from siftcli.tasks import metric
@@ -76,14 +76,14 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     previous = sigterm_as_interrupt()
     try:
         higher = metric(recipe.resolved_metric).higher_is_better
-        study = studies.open_study(settings, sweep_dir, higher, None)
-        if studies.join(study, recipe_sha256(recipe), settings.shared()):
+        study = open_study(settings, sweep_dir, higher, None)
+        if studies.join(study, recipe_sha256(recipe), settings.shared(), SHARED):
             # the machine that started the study queues the grid and the replays, once, before the frontier: another
             # machine, which waits for the frontier, finds the queue full when it starts asking
             for params in settings.enqueue + grid_points(settings):
                 studies.enqueue(study, params)
         frontier = run_frontier(recipe, settings, sweep_dir, workload, emit, study)
-        study = studies.open_study(settings, sweep_dir, higher, frontier["max_resource"])
+        study = open_study(settings, sweep_dir, higher, frontier["max_resource"])
         _run_trials(study, settings, sweep_dir, frontier, jobs, emit, resumed=bool(resume))
     except (KeyboardInterrupt, RunInterrupted) as exc:
         signal = getattr(exc, "signal", "SIGINT")
@@ -143,7 +143,7 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     if study is None:  # no study to share it through (a caller's own use): this folder's copy alone
         done = train({}, lambda d: None)
     else:
-        done = studies.shared_frontier(study, studies.owner_of(sweep_dir), settings.stale_seconds, train,
+        done = shared_frontier(study, studies.owner_of(sweep_dir), settings.stale_seconds, train,
                                        lambda text: emit("waiting", {"text": text}))
         done = {k: v for k, v in done.items() if k != "complete"}
         if done.get("recipe_sha256") != key:

@@ -10,8 +10,9 @@ from typing import Any
 from siftcli.analysis.sweep import Params
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe
-from siftcli.sweep import study as studies
+from siftcli.studies import STALE_SECONDS
 from siftcli.sweep.space import BETA_RANGE, ParamSpec, parse_space
+from siftcli.sweep.study import SHARED
 
 #: Fractions of the full baseline's steps that the baseline frontier trains (train-less arms).
 FRONTIER = (0.25, 0.5, 0.75, 1.0)
@@ -39,7 +40,7 @@ class SweepSettings:
     seed: int = 0
     enqueue: list[Params] = field(default_factory=list)  # parameter sets to try first (replays)
     fresh_processes: bool = False  # one process per trial (cold start each time): the benchmark's opponent
-    stale_seconds: float = studies.STALE_SECONDS  # another machine's trial silent this long is failed and queued again
+    stale_seconds: float = STALE_SECONDS  # another machine's trial silent this long is failed and queued again
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -74,7 +75,7 @@ class SweepSettings:
         return cls(space=space, grid=grid, **given)
 
     def shared(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in studies.SHARED}
+        return {k: getattr(self, k) for k in SHARED}
 
 
 def resume_conflicts(**options: Any) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from siftcli import studies
 from siftcli.analysis.sweep import Params
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import run_one
@@ -19,9 +20,9 @@ from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_write_json, read_json
 from siftcli.sift.stateful import StateDict
-from siftcli.sweep import study as studies
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import apply_params
+from siftcli.sweep.study import open_study
 from siftcli.tasks import metric
 from siftcli.training.record import keep_value
 from siftcli.workload.build import build_workload, check_sift_fits, workload_key
@@ -71,7 +72,7 @@ def run_trial(sweep_dir: Path, number: int, *, cache: Any = None, sent: float | 
     key = (settings.storage, settings.study, str(sweep_dir))
     if key not in cache.studies:
         higher = metric(base.resolved_metric).higher_is_better
-        cache.studies[key] = studies.open_study(settings, sweep_dir, higher, frontier["max_resource"])
+        cache.studies[key] = open_study(settings, sweep_dir, higher, frontier["max_resource"])
     study = cache.studies[key]
     trial = studies.live_trial(study, number)
     params = trial.params
