@@ -18,7 +18,10 @@ clocks more than a few seconds apart need a ``stale_seconds`` well above that (N
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,6 +42,27 @@ REQUEUE_SECONDS = 30.0
 #: ``--stale-seconds`` and the plan's fixed limit.
 STALE_SECONDS = 120.0
 SETTINGS = "siftcli_settings"
+
+
+def recipe_sha256(recipe: Any) -> str:
+    """What a frontier and a study are keyed by: the recipe as trained, so where a run is also logged (``report_to``)
+    does not make two machines' recipes differ."""
+    import yaml
+
+    return hashlib.sha256(yaml.safe_dump(recipe.model_dump(mode="json", exclude={"report_to"}), sort_keys=False)
+                          .encode()).hexdigest()
+
+
+def die_with_parent() -> None:
+    """On Linux the kernel sends SIGTERM when the parent process dies (even by SIGKILL): a sweep's worker or a plan's
+    helper never trains on for a parent that cannot tell its study the result. Elsewhere a worker ends at the end of
+    its stdin."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def optuna_module() -> Any:

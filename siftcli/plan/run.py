@@ -215,7 +215,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
              resume: str | None = None, on_event: Event | None = None) -> tuple[Path, PlanRecord]:
     """Search, confirm and decide; every finished job is in the plan's study and ``plan.json`` is rewritten after each,
     so an interrupted plan resumes where it stopped (``resume``: with the settings it was started with)."""
-    from siftcli.sweep.trial import recipe_sha256
+    from siftcli.studies import recipe_sha256
 
     emit = on_event or (lambda kind, data: None)
     t0 = time.perf_counter()
@@ -313,7 +313,7 @@ def _join(helpers: list[subprocess.Popen], stop: bool = False) -> None:
 def worker_main(folder: Path) -> int:
     """A helper process: the plan's recipe and study from its folder, then jobs until the confirmation's are done. It
     writes no record (the process that started it does)."""
-    from siftcli.sweep.workers import die_with_parent
+    from siftcli.studies import die_with_parent
 
     die_with_parent()
     record = load_record(read_json(folder / "plan.json"))

@@ -33,7 +33,7 @@ from siftcli.runio import atomic_write_json, claim, read_json
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import _distributions, grid_points
 from siftcli.sweep.study import SHARED, open_study, shared_frontier
-from siftcli.sweep.trial import recipe_sha256, run_trial
+from siftcli.sweep.trial import run_trial
 from siftcli.sweep.workers import Finished, Pool, WorkloadCache
 from siftcli.tasks import metric
 from siftcli.workload.build import build_workload
@@ -77,7 +77,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     try:
         higher = metric(recipe.resolved_metric).higher_is_better
         study = open_study(settings, sweep_dir, higher, None)
-        if studies.join(study, recipe_sha256(recipe), settings.shared(), SHARED):
+        if studies.join(study, studies.recipe_sha256(recipe), settings.shared(), SHARED):
             # the machine that started the study queues the grid and the replays, once, before the frontier: another
             # machine, which waits for the frontier, finds the queue full when it starts asking
             for params in settings.enqueue + grid_points(settings):
@@ -109,7 +109,7 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     import copy
 
     path = sweep_dir / "frontier.json"
-    key = recipe_sha256(recipe)
+    key = studies.recipe_sha256(recipe)
     local = read_json(path) if path.exists() else None
     if local is not None and local.get("recipe_sha256") != key:  # a frontier prices every trial: of one recipe only
         raise SiftcliError(f"{path}: this frontier was trained for another recipe; use a new -o folder for this one")

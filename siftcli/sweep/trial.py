@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from collections import OrderedDict
@@ -17,7 +16,6 @@ from siftcli.analysis.sweep import Params
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import run_one
 from siftcli.recipe.reader import load_recipe
-from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_write_json, read_json
 from siftcli.sift.stateful import StateDict
 from siftcli.sweep.settings import SweepSettings
@@ -29,15 +27,6 @@ from siftcli.workload.build import build_workload, check_sift_fits, workload_key
 
 #: Trials are not pruned after this share of the run's raw batches.
 LAST_PRUNE = 0.9
-
-
-def recipe_sha256(recipe: Recipe) -> str:
-    """What a frontier and a study are keyed by: the recipe as trained, so where a run is also logged (``report_to``)
-    does not make two machines' recipes differ."""
-    import yaml
-
-    return hashlib.sha256(yaml.safe_dump(recipe.model_dump(mode="json", exclude={"report_to"}), sort_keys=False)
-                          .encode()).hexdigest()
 
 
 # -- one trial (in a worker) ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from typing import IO
 
 from typing_extensions import TypedDict
 
+from siftcli import studies
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.sweep.trial import WorkloadCache, run_trial
 
@@ -93,21 +94,10 @@ def _stderr_to(path: Path) -> Iterator[None]:
         os.close(saved)
 
 
-def die_with_parent() -> None:
-    """On Linux the kernel sends SIGTERM when the sweep process dies (even by SIGKILL): a worker never trains on for a
-    parent that cannot tell its study the result. Elsewhere the worker ends at the end of its stdin."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def main(argv: list[str] | None = None) -> int:
     """``python -m siftcli.sweep.workers SWEEP_DIR [--once]``: what the sweep starts, ``--jobs`` at a time."""
     argv = sys.argv[1:] if argv is None else argv
-    die_with_parent()
+    studies.die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1)  # the protocol's own stdout ...
     os.dup2(2, 1)  # ... and anything printed goes to the log
     return serve(Path(argv[0]), sys.stdin, replies, once="--once" in argv[1:])
