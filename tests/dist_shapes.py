@@ -9,7 +9,6 @@ from ``len(train_dataloader)``, gradient accumulation 2 under ``accelerator.accu
 from __future__ import annotations
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -35,34 +34,11 @@ def record_rows(loader: SiftingDataLoader) -> None:
     loader.add_batch_hook(lambda d: rows[-1].extend(d.indices.tolist()))
 
 
-if SHAPE == "accelerate":
-    from accelerate import Accelerator
+if SHAPE == "accelerate":  # the shape tests/test_shapes.py runs in one process, here on each rank
+    from tests.test_shapes import accelerate_loop
 
-    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2)
-    model, optimizer, loader = accelerator.prepare(model, optimizer, DataLoader(data, batch_size=8, shuffle=True))
-    if SIFTED:
-        loader = SiftingDataLoader(loader, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=0, seed=0),
-                                   exact_len=True, epochs=EPOCHS)
-        record_rows(loader)
-    planned = EPOCHS * math.ceil(len(loader) / 2)
-    scheduler = accelerator.prepare(torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / planned)))
-    steps, last_synced = 0, []
-    for _ in range(EPOCHS):
-        rows.append([])
-        n = len(loader)
-        for i, (inputs, labels) in enumerate(loader):
-            if not SIFTED:
-                rows[-1].extend([-1] * len(labels))  # a plain loader does not say which rows: count them
-            with accelerator.accumulate(model):
-                losses = torch.nn.functional.cross_entropy(model(inputs), labels, reduction="none")
-                accelerator.backward(loader.training_loss(losses) if SIFTED else losses.mean())
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
-                steps += accelerator.sync_gradients
-                if i == n - 1:
-                    last_synced.append(accelerator.sync_gradients)
-    out = {"steps": steps, "planned": planned, "lr": scheduler.get_last_lr()[0], "last_synced": last_synced}
+    out = accelerate_loop(SIFTED, accumulation=2, epochs=EPOCHS, n=len(data))
+    rows, weights = out.pop("rows"), out.pop("weights")
 else:  # the DDP tutorial
     dist.init_process_group("gloo")
     ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -87,7 +63,8 @@ else:  # the DDP tutorial
     if SIFTED:  # the tutorial's snapshot, as siftcli's docs change it: every rank saves its own loader state
         state = train_data.state_dict()
         out["state_rank"] = state["rank"]
+    weights = [float(p.detach().sum()) for p in model.parameters()]
 
-out.update(rank=dist.get_rank(), rows=rows, weights=[float(p.detach().sum()) for p in model.parameters()])
+out.update(rank=dist.get_rank(), rows=rows, weights=weights)
 Path(f"rank{dist.get_rank()}.json").write_text(json.dumps(out))
 dist.barrier()

@@ -116,26 +116,32 @@ def test_a_state_holding_batch_encodings_loads_with_weights_only(tmp_path: Path)
     assert len(again) == len(rest) > 0 and all(torch.equal(a, b) for a, b in zip(rest, again))
 
 
-def accelerate_loop(sifted: bool, accumulation: int = 2, epochs: int = 3) -> dict:
+def accelerate_loop(sifted: bool, accumulation: int = 2, epochs: int = 3, n: int = 100) -> dict:
     """accelerate's ``nlp_example.py`` shape: prepare, plan a linear schedule from ``len(train_dataloader)``, train
     under ``accelerator.accumulate``; with siftcli the prepared loader is wrapped (exact_len, epochs) and the schedule
-    is planned from the sifting loader's ``len()``."""
+    is planned from the sifting loader's ``len()``. Also what ``tests/dist_shapes.py`` runs on each rank: ``rows``
+    are the rows offered per epoch (a plain loader does not say which: -1 each)."""
     from accelerate import Accelerator
 
     accelerator = Accelerator(cpu=True, gradient_accumulation_steps=accumulation)
     model = _model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loader = DataLoader(_rows(100), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(_rows(n), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    rows: list[list[int]] = []
     if sifted:
         loader = SiftingDataLoader(loader, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=0, seed=0),
                                    exact_len=True, epochs=epochs)
+        loader.add_batch_hook(lambda d: rows[-1].extend(d.indices.tolist()))
     planned = epochs * math.ceil(len(loader) / accumulation)
     scheduler = accelerator.prepare(torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1 - s / planned)))
     steps, last_synced = 0, []
     for _ in range(epochs):
-        n = len(loader)
+        rows.append([])
+        last = len(loader) - 1
         for i, (x, y) in enumerate(loader):
+            if not sifted:
+                rows[-1].extend([-1] * len(y))
             with accelerator.accumulate(model):
                 losses = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
                 accelerator.backward(loader.training_loss(losses) if sifted else losses.mean())
@@ -143,11 +149,12 @@ def accelerate_loop(sifted: bool, accumulation: int = 2, epochs: int = 3) -> dic
                 scheduler.step()
                 optimizer.zero_grad()
                 steps += accelerator.sync_gradients
-                if i == n - 1:
+                if i == last:
                     last_synced.append(accelerator.sync_gradients)
     st = loader.stats if sifted else None
     return {"steps": steps, "planned": planned, "lr": scheduler.get_last_lr()[0], "last_synced": last_synced,
-            "offered": st.raw_samples if st else "all", "kept": round(st.kept_samples / st.raw_samples, 3) if st else 1.0}
+            "offered": st.raw_samples if st else "all", "kept": round(st.kept_samples / st.raw_samples, 3) if st else 1.0,
+            "rows": rows, "weights": [float(p.detach().sum()) for p in model.parameters()]}
 
 
 @pytest.mark.parametrize("accumulation", [1, 2])

@@ -245,10 +245,10 @@ class SiftingDataLoader:
         """An epoch's batches; a pass left before ``len()`` batches (a peek, ``next(iter(loader))``, or a loop that broke
         early) is continued, not counted as an epoch; one left after them (the HF Trainer stops at ``len()``) ends its
         epoch here."""
-        left = self._active and not self._resume_mid_epoch
-        if left and (self._source is None or self.quota.yielded >= len(self)):
+        left = self._active and not self._resume_mid_epoch  # the last pass stopped before its end
+        continuing = left and self._source is not None and self.quota.yielded < len(self)
+        if left and not continuing:
             epochs.close_epoch(self)
-        continuing = self._active and not self._resume_mid_epoch and self._source is not None
         self._active = True
         source = self._source if continuing else epochs.open_epoch(self)
         if continuing:
