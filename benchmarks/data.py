@@ -285,3 +285,35 @@ def _inserted(text: str, rng: random.Random) -> str:
     words = text.split()
     words.insert(rng.randrange(len(words) + 1), rng.choice(words))
     return " ".join(words)
+
+
+#: SST-2 sentiment carried onto AG News topics: off-target texts with labels from the target's label set.
+SENTIMENT_TOPIC = {"negative": "World", "positive": "Sports"}
+
+
+def agnews_mix(target: int, repeated: int = 0, copies: int = 0, off_target: int = 0, holdout: int = 0,
+               evaluation: int = 2000) -> Path:
+    """AG News topics are the target (the plan-accuracy regimes, whose small models learn topics from scratch): a pool
+    of ``target`` AG News texts, ``repeated`` others ``copies`` times each as near-copies, and ``off_target`` SST-2
+    sentences whose sentiment is carried onto two topics (:data:`SENTIMENT_TOPIC`); a ``holdout`` of AG News for the
+    cheap references and ``evaluation`` texts of AG News's test split. Column ``domain``: ``agnews``, ``copy`` or
+    ``sst2``. Relevance is ``off_target`` alone, redundancy ``repeated`` alone, both compose."""
+    def build(rng: random.Random, news: list[dict[str, str]]) -> dict[str, list[dict[str, str]]]:
+        test = _shuffled_news("alps_test.tsv", rng)
+        hold, pool_news = news[:holdout], news[holdout:holdout + target]
+        rep = news[holdout + target:holdout + target + repeated]
+        sst = _sst2_rows("train.tsv")
+        rng.shuffle(sst)
+        pool = [{**r, "domain": "agnews"} for r in pool_news]
+        pool += [{"text": _near_copy(r["text"], rng), "label": r["label"], "domain": "copy"} for r in rep for _ in range(copies)]
+        pool += [{"text": r["text"], "label": SENTIMENT_TOPIC[r["label"]], "domain": "sst2"} for r in sst[:off_target]]
+        rng.shuffle(pool)
+        return {"eval": test[:evaluation], **({"holdout": hold} if holdout else {}), "pool": pool}
+
+    name = f"agnews-mix-{target}-{repeated}x{copies}-{off_target}-{holdout}-{evaluation}"
+    return _built(DATA / name, 20_261_128, build, _shuffled_train_news)
+
+def _sst2_rows(name: str) -> list[dict[str, str]]:
+    lines = (SHARED / "sst2" / name).read_text(encoding="utf-8").splitlines()[1:]
+    return [{"text": t.strip(), "label": {"0": "negative", "1": "positive"}[y.strip()]}
+            for t, _, y in (line.rpartition("\t") for line in lines) if y.strip() in ("0", "1")]

@@ -330,12 +330,13 @@ def sweep_beta(
 @_friendly
 def plan(
     recipe: Annotated[Optional[str], typer.Argument(help="Recipe YAML (not with --resume).")] = None,
-    budget: Annotated[Optional[float], typer.Option("--budget", help="What the search may spend, in full baseline runs (the "
-                                                    "baseline itself is one; default 3).")] = None,
+    budget: Annotated[Optional[float], typer.Option("--budget", help="What the search may spend deciding, in full "
+                                                    "baseline runs (default 2).")] = None,
     tolerance: Annotated[Optional[float], typer.Option("--tolerance", help="Metric points a strategy may lose to the full "
                                                        "baseline and still count (default 1).")] = None,
-    seeds: Annotated[Optional[int], typer.Option("--seeds", help="Paired seeds confirming the best (default 3; 5 for an "
-                                                 "accuracy claim).")] = None,
+    seeds: Annotated[Optional[int], typer.Option("--seeds", help="The most paired seeds confirming the pick (default 5; "
+                                                 "it stops sooner when the interval knows). With --resume: extend an "
+                                                 "inconclusive confirmation to this many.")] = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted plan folder.")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="Processes on this machine taking the plan's jobs "
                                                    "(each trains on its share of the cores; default 1).")] = None,
@@ -351,9 +352,10 @@ def plan(
 ) -> None:
     """Find which strategy pays on this data within a budget, confirm it over paired seeds, and write its recipe.
 
-    Tries training on everything, fewer steps, static filters by cheap references, near-duplicate removal, online
-    sifting and the teacher cache where they apply; ranks them on a validation half of the evaluation data; confirms the
-    best on the other half against the full baseline and a random subset of the same size; writes plan.json and plan.yaml.
+    Screens every strategy that applies (training less, static filters by cheap references, near-duplicate removal,
+    online sifting, the target group alone, the teacher cache) at a small share of its schedule on a validation half of
+    the evaluation data; promotes the best by their gap to the baseline; confirms the pick on the other half against the
+    full baseline, a seed at a time until the interval knows; writes plan.json and plan.yaml.
     """
     import dataclasses
 
@@ -363,8 +365,8 @@ def plan(
 
     if resume and recipe is not None:
         raise SiftcliError("--resume continues the plan with its saved recipe and settings; give no RECIPE")
-    given = [f"--{name}" for name, value in (("budget", budget), ("tolerance", tolerance), ("seeds", seeds),
-                                             ("workers", workers), ("storage", storage), ("study", study), ("set", set_),
+    given = [f"--{name}" for name, value in (("budget", budget), ("tolerance", tolerance), ("workers", workers),
+                                             ("storage", storage), ("study", study), ("set", set_),
                                              ("output", output)) if value is not None and value != []]
     if resume and given:
         raise SiftcliError(f"--resume continues the plan with its saved settings; {', '.join(given)} would be ignored: "
@@ -373,7 +375,10 @@ def plan(
                                                                ("workers", workers), ("storage", storage), ("study", study))
                                if value is not None})
     if not resume:
-        settings.check()
+        from siftcli.plan.study import DEFAULT_STUDY
+        from siftcli.studies import check_storage
+
+        check_storage(settings.storage, settings.study or DEFAULT_STUDY)
     cfg = None if resume else _load(recipe, set_)
     with _Progress(not quiet and not json_) as progress:
         def events(kind: str, data: dict[str, Any]) -> None:
@@ -387,7 +392,7 @@ def plan(
                 progress(kind, data)
 
         folder, record = run_plan(cfg, None if resume else settings, output=output, resume=resume,
-                                  on_event=None if json_ else events)
+                                  on_event=None if json_ else events, extend_seeds=seeds if resume else None)
     _emit_json({"run_dir": str(folder), **dataclasses.asdict(record)}) if json_ else console.print(plan_view(record, str(folder)))
 
 

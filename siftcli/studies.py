@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -63,6 +65,18 @@ def die_with_parent() -> None:
 
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def spawn(command: list[str], log: Path, *, pipes: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start a study's helper process (a sweep worker, a plan helper) the one way: this interpreter with ``command``
+    (``-m MODULE ARGS``), its output appended to ``log`` (its stderr only with ``pipes``, whose stdin and stdout are
+    the parent's protocol), stdin closed otherwise, the environment given plus this one's. Each helper calls
+    :func:`die_with_parent` first, so none trains on for a parent that died."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, *command], env={**os.environ, **(env or {})},
+                                stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if pipes else out, stderr=out)
 
 
 def optuna_module() -> Any:

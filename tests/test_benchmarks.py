@@ -239,3 +239,28 @@ def test_gpu_step_smoke_runs_every_row_side_by_side(tmp_path: Path, monkeypatch:
     assert held["held_against"] == "sifted" and held["train_seconds"] >= held["budget_seconds"]
     section = (tmp_path / "out" / "section.md").read_text()
     assert "| plain PyTorch loop |" in section and "equal-time opponent trained" in section
+
+
+def test_plan_accuracy_takes_the_plans_objective_on_the_truth_and_judges_a_pick_within_its_paired_noise() -> None:
+    from benchmarks.scripts.plan_accuracy import ArmTruth, best, judge
+
+    def row(arm: str, family: str, mean: float, ratio: float) -> ArmTruth:
+        return ArmTruth(arm, family, mean, 0.3, mean - 0.8, mean + 0.8, ratio, [mean] * 5)
+
+    rows = [row("filter:a", "filter", +0.5, 0.30), row("target-only", "target-only", +6.0, 0.33),
+            row("dedup", "dedup", -3.0, 0.60), row("train-less", "fewer-epochs", +5.5, 0.40)]
+    assert best(rows, 1.0).arm == "target-only"  # the best metric; train-less is within 1 point of it but slower
+    assert best([row("dedup", "dedup", -3.0, 0.6)], 1.0) is None  # nothing within the tolerance: everything
+
+    def runs(values: dict[str, list[float]]) -> list[dict]:
+        return [{"runs": {arm: {"metric": "accuracy", "final": {"accuracy": v[i]}} for arm, v in values.items()}}
+                for i in range(5)]
+
+    seeds = runs({"target-only": [0.80, 0.81, 0.79, 0.80, 0.82], "train-less": [0.80, 0.80, 0.80, 0.79, 0.82],
+                  "filter:a": [0.70, 0.71, 0.69, 0.70, 0.71], "dedup": [0.6] * 5})
+    assert judge("target-only", "target-only", rows, seeds, 1.0) == (True, False)
+    assert judge("train-less", "fewer-epochs", rows, seeds, 1.0)[0]  # within its paired noise of the best
+    assert not judge("filter:a", "filter", rows, seeds, 1.0)[0]  # ten points below the best
+    assert judge("dedup", "dedup", rows, seeds, 1.0) == (False, True)  # and worse than the tolerance
+    assert not judge("baseline", "everything", rows, seeds, 1.0)[0]  # a strategy paid: everything misses it
+    assert judge("baseline", "everything", [row("dedup", "dedup", -3.0, 0.6)], seeds, 1.0) == (True, False)

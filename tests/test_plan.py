@@ -70,6 +70,15 @@ def test_strategies_apply_by_recipe_and_say_why_the_rest_do_not(text_csv: Path) 
         if c.family == "online":
             check_arms(renewing, [c.arm], "baseline")
     check_arms(held, arms, "baseline")  # every strategy is a runnable row of the arms table
+    assert by_arm["filter:fraction=0.25,reference=holdout"].reference == "holdout"  # its build is priced, once a seed
+    assert by_arm["sifted:mode=probabilistic,beta=1,score=reference,scoring=fresh"].reference == "ngram"
+    assert any(s.family == "target-only" and "target group" in s.why for s in skipped)
+    grouped = validate_recipe(tiny_recipe_dict(text_csv, **{"data.group_column": "domain", "data.target_group": "a"}), "t")
+    assert "target-only" in {c.family for c in strategies(grouped)[0]}
+    uncached = validate_recipe(tiny_recipe_dict(text_csv, **{"distill": {"teacher": "t", "cache": False}}), "t")
+    cache = next(c for c in strategies(uncached)[0] if c.family == "teacher-cache")
+    assert cache.arm == "variant:distill.cache=true,sift.enabled=false"  # the baseline with the cache, never sifted
+    assert 0.5 < cache.pool_fraction < 1  # priced as the baseline less the teacher's forward after the first epoch
 
 
 @pytest.mark.parametrize("sift,keep,extra", [
@@ -129,14 +138,123 @@ def test_nothing_confirmed_means_train_on_everything() -> None:
     _decide(record)
     assert record.pick == "baseline" and record.payback_runs is None and record.answer.startswith("train on everything")
     worse = Versus("baseline", -3.0, 0.5, 3, (-5.0, -1.5), [-3.0, -3.5, -2.5])
-    record.confirmations = [Confirmation("filter:fraction=0.25", [1, 2, 3], [0.8] * 3, [0.83] * 3, 0.3, 5.0, [worse], False)]
+    record.confirmations = [Confirmation("filter:fraction=0.25", [1, 2, 3], [0.8] * 3, [0.83] * 3, 0.3, 5.0, [worse], False,
+                                         stopped="worse")]
     _decide(record)
-    assert record.pick == "baseline" and "inconclusive" not in record.answer  # the whole interval is beyond the tolerance
-    unsure = Versus("baseline", 0.07, 0.47, 3, (-1.95, 2.08), [0.5, -0.4, 0.1])
-    record.confirmations = [Confirmation("sifted:beta=2", [1, 2, 3], [0.94] * 3, [0.94] * 3, 0.63, 5.0, [unsure], False)]
+    assert record.pick == "baseline" and "worse than the tolerance" in record.answer and "inconclusive" not in record.answer
+    unsure = Versus("baseline", 0.07, 0.47, 5, (-1.95, 2.08), [0.5, -0.4, 0.1, 0.3, -0.2])
+    record.confirmations = [Confirmation("sifted:beta=2", [1, 2, 3, 4, 5], [0.94] * 5, [0.94] * 5, 0.63, 5.0, [unsure],
+                                         False, stopped="inconclusive")]
     _decide(record)
-    assert record.pick == "baseline" and "sifted:beta=2: +0.07 ± 0.47 points over 3 seeds" in record.answer
-    assert "inconclusive rather than worse" in record.answer
+    assert record.pick == "baseline" and "sifted:beta=2: +0.07 ± 0.47 points over 5 seeds" in record.answer
+    assert "inconclusive after 5 seeds" in record.answer and "--seeds 8" in record.answer
+
+
+def test_the_looks_spend_at_most_five_percent_and_an_extension_only_the_reserve() -> None:
+    from siftcli.plan.confirm import MAIN_ALPHA, RESERVE_ALPHA, look_alpha
+
+    for horizons in ([2], [5], [5, 8], [5, 8, 12], [3, 4, 5, 6, 7]):
+        spent = [look_alpha(n, horizons) for n in range(2, horizons[-1] + 1)]
+        assert all(a > 0 for a in spent) and sum(spent) <= MAIN_ALPHA + RESERVE_ALPHA + 1e-12
+        assert sum(spent[: horizons[0] - 1]) == pytest.approx(MAIN_ALPHA)  # the planned looks spend the main alpha
+    assert look_alpha(2, [5]) < look_alpha(5, [5])  # early looks need a clearer difference
+
+
+def test_the_confirmation_stops_a_clear_win_at_three_seeds_a_clear_loser_at_two_and_a_close_call_takes_five() -> None:
+    from siftcli.plan.confirm import sequential
+
+    looks, stopped = sequential([15.2, 13.9, 16.4, 15.0, 14.1], [5], 1.0)
+    assert (stopped, len(looks), looks[-1].n) == ("within", 2, 3)  # a clear win: after 3 seeds
+    looks, stopped = sequential([-9.5, -11.0, -10.2], [5], 1.0)
+    assert stopped == "worse" and looks[-1].n == 3
+    assert sequential([-20.0, -21.0, -19.0], [5], 1.0)[0][-1].n == 2  # a clear loser: after 2 (its own 95% interval)
+    looks, stopped = sequential([0.4, -0.9, 0.6, -0.3, 0.1], [5], 1.0)
+    assert looks[-1].n == 5 and stopped in ("within", "inconclusive")  # a close call: every seed
+    assert sequential([0.4, -0.9, 0.6], [5], 1.0)[1] == ""  # not yet: another seed
+
+
+def test_the_sequential_rule_keeps_its_error_rate_where_the_pick_is_exactly_at_the_tolerance() -> None:
+    """Simulated paired differences whose true mean is the tolerance's edge (-1 point), normal noise: the looks may
+    stop anywhere, and the rule still confirms such a pick in at most 5% of plans (the union bound's promise)."""
+    import random
+
+    from siftcli.plan.confirm import sequential
+
+    rng = random.Random(0)
+    wrong = 0
+    for _ in range(2000):
+        diffs = [-1.0 + rng.gauss(0, 1.5) for _ in range(5)]
+        wrong += sequential(diffs, [5], 1.0)[1] == "within"
+    assert wrong / 2000 <= 0.05
+
+
+def test_a_family_leaves_the_search_only_beyond_the_tolerance_and_its_noise_and_ties_go_to_the_cheaper() -> None:
+    from siftcli.plan.record import Candidate, Trial
+    from siftcli.plan.search import SCREEN, dropped, promoted, ranked
+
+    def cand(arm: str, family: str, gap: float, noise: float, ratio: float) -> Candidate:
+        t = Trial(arm, SCREEN, 1.0, 0.8, 0.8, ratio, "complete", gap=gap, noise=noise, predicted_ratio=ratio)
+        return Candidate(arm, family, "", 0.5, trials=[t])
+
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, candidates=[
+        cand("filter:a", "filter", +2.0, 1.0, 0.30), cand("filter:b", "filter", +2.5, 1.0, 0.55),
+        cand("dedup", "dedup", -2.5, 1.0, 0.60),  # 2.5 points worse, but within tolerance + 2 x noise (3.0): kept
+        cand("online", "online", -3.5, 1.0, 0.40),  # beyond 3.0: dropped
+        cand("train-less", "fewer-epochs", +1.2, 1.0, 0.35),
+        cand("slow", "teacher-cache", +3.0, 1.0, 1.10)])  # better, but not faster: never promoted
+    by = {c.arm: c for c in record.candidates}
+    assert not dropped(by["dedup"].trials[0], 1.0) and dropped(by["online"].trials[0], 1.0)
+    # filter's members tie (2.0 and 2.5, within 2 x noise): the cheaper represents the family; train-less ties with it
+    # and is slower; dedup is outside the tie, after them
+    assert [c.arm for c in ranked(record, SCREEN)] == ["filter:a", "train-less", "dedup"]
+    assert [c.arm for c in promoted(record)] == ["filter:a", "train-less"]  # the better half of three, rounded up
+
+
+def test_every_family_that_applies_is_screened_with_the_default_budget(tmp_path: Path) -> None:
+    """The tiny recipe with a holdout and a target group, ``siftcli plan`` with its defaults: every candidate of every
+    family has a screened number; predicted costs priced the references; the record says how the confirmation
+    stopped."""
+    data = tmp_path / "text.csv"
+    data.write_text("\n".join(["text,label,domain"] + [f"{t},{y},{'a' if i % 3 else 'b'}"
+                                                         for i, (t, y) in enumerate(make_text_rows(240))]) + "\n")
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(data, **{
+        "sift.reference": {"kind": "ngram", "holdout_fraction": 0.15}, "data.group_column": "domain",
+        "data.target_group": "a"})))
+    out = runner.invoke(app, ["plan", str(path), "-o", str(tmp_path / "p"), "--json"])
+    assert out.exit_code == 0, out.output
+    record = json.loads((tmp_path / "p" / "plan.json").read_text())
+    families = {c["family"] for c in record["candidates"]}
+    assert {"fewer-epochs", "filter", "dedup", "dedup+filter", "online", "target-only"} <= families
+    assert all(c["trials"] for c in record["candidates"]), [c["outcome"] for c in record["candidates"]]
+    assert all(t["gap"] is not None and t["noise"] > 0 for c in record["candidates"] for t in c["trials"])
+    target = next(c for c in record["candidates"] if c["family"] == "target-only")
+    assert target["pool_fraction"] == pytest.approx(2 / 3, abs=0.1)  # counted before the screen
+    assert record["seeds"] == 5 and record["budget"] == 2 and record["horizons"] == [5]
+    for c in record["confirmations"]:
+        assert c["stopped"] in ("within", "worse", "inconclusive", "failed") and len(c["seeds"]) <= 5
+        assert [k["n"] for k in c["looks"]] == list(range(2, len(c["looks"]) + 2))
+
+
+def test_an_inconclusive_confirmation_is_extended_by_a_resumed_plan_with_more_seeds(tmp_path: Path, monkeypatch) -> None:
+    from siftcli.plan import confirm
+    from siftcli.plan.record import Look
+
+    monkeypatch.setattr(confirm, "look", lambda diffs, alpha, tol: Look(len(diffs), alpha, 0.0, -5.0, 5.0, "open"))
+    recipe = load_recipe(_recipe(tmp_path))
+    _, first = run_plan(recipe, PlanSettings(budget=30, tolerance=100, seeds=2), output=str(tmp_path / "plan"))
+    assert first.confirmations and first.confirmations[0].stopped == "inconclusive" and first.pick == "baseline"
+    assert "inconclusive after 2 seeds" in first.answer
+    with pytest.raises(SiftcliError, match="confirms up to 2 seeds already"):
+        run_plan(None, resume=str(tmp_path / "plan"), extend_seeds=2)
+    trained: list[str] = []
+    _, more = run_plan(None, resume=str(tmp_path / "plan"), extend_seeds=3,
+                       on_event=lambda k, d: trained.append(d["arm"]) if k == "plan" and d["phase"] == "confirm" else None)
+    conf = more.confirmations[0]
+    assert more.horizons == [2, 3] and len(conf.seeds) == 3 and conf.stopped == "inconclusive"
+    assert conf.looks[-1].alpha == pytest.approx(0.005)  # the reserve's first half, on the one extra look
+    assert trained and all(a in ("baseline", conf.arm) or a.startswith("random-subset") for a in trained)
+    assert len(trained) <= 3  # only the third seed trained: the first two were kept
 
 
 def test_a_plan_searches_confirms_writes_a_runnable_recipe_and_resumes(tmp_path: Path) -> None:
@@ -162,11 +280,14 @@ def test_a_plan_searches_confirms_writes_a_runnable_recipe_and_resumes(tmp_path:
     assert record.status == "completed"
     assert all(c.outcome != "waiting" for c in record.candidates)  # every candidate has a fate
     assert record.validation_rows + record.evaluation_rows > 0 and record.baseline_metric is not None
-    # tolerance 100 points: something cheaper is within it, so a strategy is picked, confirmed over 2 seeds, and pays back
-    assert record.pick != "baseline" and record.confirmations and record.payback_runs is not None
+    # tolerance 100 points: the search hands its best to the confirmation, which trains the fresh seeds in order and
+    # says why it stopped (two seeds of a model this small may leave even 100 points undecided)
+    assert record.confirmations
     conf = record.confirmations[0]
     assert conf.seeds == [recipe.seed + 1, recipe.seed + 2] and conf.versus[0].opponent == "baseline"
-    assert conf.versus[0].n == 2
+    assert conf.versus[0].n == 2 and conf.stopped in ("within", "inconclusive") and conf.looks[-1].n == 2
+    assert (record.pick != "baseline") == (conf.stopped == "within")
+    assert record.payback_runs is not None or record.pick == "baseline"
     plan_yaml = load_recipe(folder / "plan.yaml")  # a valid recipe, runnable with siftcli train
     if record.pick_family in ("filter", "dedup", "dedup+filter"):
         assert Path(plan_yaml.data.source).exists() and plan_yaml.data.eval_source and not plan_yaml.sift.enabled

@@ -150,7 +150,7 @@ def test_a_crashed_worker_fails_its_trial_and_is_replaced(tmp_path: Path, monkey
     crash_on_zero = ("import itertools, json, sys; from pathlib import Path; from siftcli.sweep import workers; "
                      "line = sys.stdin.readline(); sys.exit(3) if json.loads(line)['number'] == 0 else "
                      "sys.exit(workers.serve(Path(sys.argv[1]), itertools.chain([line], sys.stdin), sys.stdout))")
-    monkeypatch.setattr(workers, "WORKER_COMMAND", [sys.executable, "-c", crash_on_zero])
+    monkeypatch.setattr(workers, "WORKER_COMMAND", ["-c", crash_on_zero])
     recipe = _regression(tmp_path, epochs=1)
     space, grid = parse_space(recipe, betas="1,2", beta_range=None, params=None)
     _, result = run_sweep(recipe, SweepSettings(space=space, grid=grid, frontier=[1.0]), output=str(tmp_path / "s"), jobs=1)

@@ -1,25 +1,84 @@
-"""The search's best candidates in, their confirmation on the evaluation split out: paired seeds against the full baseline
-and a random subset of the same size.
+"""The search's pick in, its confirmation on the evaluation split out: paired seeds added one at a time against the full
+baseline (and, for a subset, a random subset of the same size), stopped as soon as the interval knows.
 
 Each seed is a fresh one (not the search's), with its own initial weights and data order shared by its arms; the rows
-measured here were never used to choose. A candidate is confirmed when the 95% interval of its paired difference to the
-baseline stays above minus the tolerance. The seeds' baselines train first (a phase of their own: training less derives
-its steps from them), then the candidates and their random subsets.
+measured here were never used to choose. After every seed from the second on, the paired difference to the baseline is
+looked at: a Student-t interval at the level a fixed alpha-spending schedule allots that look (:func:`look_alpha`). The
+pick is confirmed when the interval lies above minus the tolerance, found worse when the look's own 95% interval lies
+below it (``FUTILITY``: that error only costs a saving), and otherwise another seed is trained, up to ``--seeds``. The
+confirming looks' alphas sum to at most 5%, however many there are and wherever the seeds stop (a union bound: no
+assumption on how looks correlate), so stopping early keeps the error rate of confirming a pick that loses more than
+the tolerance; a clear win stops after 3 seeds, a clear loser after 2, a close call takes them all. A resumed plan
+with more ``--seeds`` extends an inconclusive confirmation from a reserve the schedule kept for it.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Any
 
 from siftcli.analysis.stats import diff_points, paired
-from siftcli.plan.record import Candidate, Confirmation, Versus
-from siftcli.plan.search import CONFIRM, CONFIRM_BASELINES, find
+from siftcli.plan.record import Candidate, Confirmation, Look, Versus
+from siftcli.plan.search import confirm_phases, find
 from siftcli.plan.study import Job, Result
 from siftcli.training.record import RunMetrics, final_value, paid_seconds
 
 #: Candidates that train on a part of the pool; the confirmation holds them against a random part of the same size.
-SUBSET_FAMILIES = ("filter", "dedup", "dedup+filter")
+SUBSET_FAMILIES = ("filter", "dedup", "dedup+filter", "target-only")
+#: The error the looks up to the first ``--seeds`` spend, in all; what a resumed plan's extensions spend (halved at each
+#: extension, so their sum stays below it); and the shape of the main schedule (the cumulative alpha grows as the
+#: square of the share of looks taken: early looks spend little, so an early stop needs a clear difference).
+MAIN_ALPHA, RESERVE_ALPHA, SHAPE = 0.04, 0.01, 2.0
+#: A pick is found worse, and the seeds stop, when a look's own 95% interval lies below minus the tolerance: a looser
+#: rule than confirming's, since wrongly stopping there only costs a saving (the answer is then "train on everything"),
+#: never a recipe that loses accuracy; a clear loser stops after 2 seeds.
+FUTILITY = 0.05
+
+
+def look_alpha(n: int, horizons: list[int]) -> float:
+    """The error spent by the look after ``n`` paired seeds (``n`` from 2) under the plan's ``--seeds`` as first given
+    and as each resumed plan extended it (``horizons``)."""
+    first = horizons[0]
+    if n < 2:
+        return 0.0
+    if n <= first:
+        def cumulative(m: int) -> float:
+            return 0.0 if m < 2 else MAIN_ALPHA * ((m - 1) / max(1, first - 1)) ** SHAPE
+        return cumulative(n) - cumulative(n - 1)
+    for i in range(1, len(horizons)):
+        low, high = horizons[i - 1], horizons[i]
+        if low < n <= high:
+            return RESERVE_ALPHA * 0.5 ** i / (high - low)
+    return 0.0
+
+
+def look(diffs: list[float], alpha: float, tolerance: float) -> Look:
+    """The paired differences' interval at level ``1 - alpha``: within when it lies above minus the tolerance; worse
+    when the look's own 95% interval lies below it (``FUTILITY``); else open."""
+    from scipy.stats import t
+
+    n, mean = len(diffs), statistics.fmean(diffs)
+    se = statistics.stdev(diffs) / math.sqrt(n)
+    half = float(t.ppf(1 - alpha / 2, n - 1)) * se
+    low, high = mean - half, mean + half
+    futile = mean + float(t.ppf(1 - FUTILITY / 2, n - 1)) * se
+    says = "within" if low >= -tolerance else "worse" if futile < -tolerance else "open"
+    return Look(n, alpha, mean, low, high, says)
+
+
+def sequential(diffs: list[float], horizons: list[int], tolerance: float) -> tuple[list[Look], str]:
+    """Every look over the seeds so far, and why the seeds stop ("" while they go on): the first look that is not open
+    decides; at the last seed the horizon allows, an open look is inconclusive."""
+    looks = []
+    for n in range(2, len(diffs) + 1):
+        seen = look(diffs[:n], look_alpha(n, horizons), tolerance)
+        looks.append(seen)
+        if seen.says != "open":
+            return looks, seen.says
+    if len(diffs) >= horizons[-1]:
+        return looks, "inconclusive"
+    return looks, ""
 
 
 def paired_points(values: list[float], opponent: str) -> Versus:
@@ -36,24 +95,18 @@ def random_subset(c: Candidate) -> str | None:
     return None
 
 
-def confirm_baselines(seeds: list[int]) -> list[Job]:
-    return [Job(CONFIRM_BASELINES, "baseline", 1.0, s, "evaluation") for s in seeds]
+def seed_jobs(c: Candidate, k: int, seed: int, baseline: bool) -> list[Job]:
+    """The ``k``-th confirming seed's baseline (``baseline``), or the pick and its random subset."""
+    first, second = confirm_phases(k)
+    if baseline:
+        return [Job(first, "baseline", 1.0, seed, "evaluation")]
+    return [Job(second, arm, 1.0, seed, "evaluation") for arm in filter(None, (c.arm, random_subset(c)))]
 
 
-def candidate_jobs(candidates: list[Candidate], seeds: list[int]) -> list[Job]:
-    """Each candidate and, for a subset, its random subset, seed by seed."""
-    jobs: list[Job] = []
-    for s in seeds:
-        for c in candidates:
-            for arm in filter(None, (c.arm, random_subset(c))):
-                job = Job(CONFIRM, arm, 1.0, s, "evaluation")
-                if job not in jobs:
-                    jobs.append(job)
-    return jobs
-
-
-def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], metric: Any, tolerance: float) -> Confirmation:
-    """The candidate's paired differences against the baseline (and its random subset) over ``seeds``."""
+def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], metric: Any, tolerance: float,
+                 horizons: list[int]) -> Confirmation:
+    """The candidate's paired differences against the baseline (and its random subset) over the seeds trained so far,
+    the looks, and why the seeds stopped."""
     def run(arm: str, s: int) -> RunMetrics | None:
         r = find(results, arm, 1.0, s, "evaluation")
         return r.run if r is not None else None
@@ -61,16 +114,18 @@ def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], met
     def cost(arm: str) -> float:
         return sum(r.seconds for r in results.values() if r.job.split == "evaluation" and r.job.arm == arm)
 
+    trained = [s for s in seeds if find(results, c.arm, 1.0, s, "evaluation") is not None]
     opponents = ["baseline", *filter(None, [random_subset(c)])]
-    versus = [_versus(c.arm, o, seeds, run, metric) for o in opponents]
-    ok = [s for s in seeds if run(c.arm, s) and run("baseline", s)]
+    versus = [_versus(c.arm, o, trained, run, metric) for o in opponents]
+    ok = [s for s in trained if run(c.arm, s) and run("baseline", s)]
     ratio = statistics.fmean(paid_seconds(run(c.arm, s)) / max(1e-9, paid_seconds(run("baseline", s)))  # type: ignore[arg-type]
                              for s in ok) if ok else float("nan")
-    pick = [final_value(run(c.arm, s)) if run(c.arm, s) else None for s in seeds]  # type: ignore[arg-type]
-    base = [final_value(run("baseline", s)) if run("baseline", s) else None for s in seeds]  # type: ignore[arg-type]
-    vs_base = versus[0]
-    return Confirmation(c.arm, list(seeds), pick, base, ratio, sum(cost(a) for a in opponents[1:] + [c.arm]), versus,
-                        vs_base.n > 1 and vs_base.ci95[0] >= -tolerance)
+    pick = [final_value(run(c.arm, s)) if run(c.arm, s) else None for s in trained]  # type: ignore[arg-type]
+    base = [final_value(run("baseline", s)) if run("baseline", s) else None for s in trained]  # type: ignore[arg-type]
+    failed = len(ok) < len(trained)
+    looks, stopped = sequential(versus[0].values, horizons, tolerance) if not failed else ([], "failed")
+    return Confirmation(c.arm, trained, pick, base, ratio, sum(cost(a) for a in opponents[1:] + [c.arm]), versus,
+                        stopped == "within", looks, stopped)
 
 
 def _versus(arm: str, opponent: str, seeds: list[int], run: Any, metric: Any) -> Versus:

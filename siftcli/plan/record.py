@@ -8,14 +8,16 @@ from typing_extensions import TypedDict
 
 
 class PlannerNotes(TypedDict, total=False):
-    """What the phase planners learned that every process of a plan needs (one attribute of its study): each dedup
-    candidate's share of the pool, the planner's own seconds (on the plan's clock), the candidates the cheap rung's
-    prediction put over the budget at full fidelity, and the candidates chosen for the confirmation."""
+    """What the phase planners learned that every process of a plan needs (one attribute of its study): the share of
+    the pool each dedup or target-group candidate keeps, each reference's build in baseline runs, the planner's own
+    seconds (on the plan's clock), and the predicted seconds of the candidates the budget could not reach."""
 
     pools: dict[str, float]  # arm -> share of the pool it trains on
+    fixed: dict[str, float]  # arm -> its reference's build, in baseline runs (paid once per seed)
     planner_seconds: dict[str, float]  # phase -> seconds
-    over_budget_full: list[str]
-    confirm: list[str]
+    over_budget: dict[str, float]  # arm -> predicted seconds at the screen, which the budget could not pay
+    promoted: list[str]  # the arms the second rung trains (none: the screen decides)
+    over_budget_promotion: dict[str, float]  # arm -> predicted seconds at rung 2, which the budget could not pay
 
 
 @dataclass
@@ -26,10 +28,14 @@ class Trial:
     fidelity: float  # the share of the candidate's own schedule it trained (1: all of it)
     seconds: float  # its clock, reference and near-duplicate search paid in full
     metric: float | None  # on the validation split
-    baseline_metric: float | None  # the baseline at the same fidelity
-    time_ratio: float | None  # seconds over the full baseline's
+    baseline_metric: float | None  # the baseline at the same fidelity (the mean of its seeds there)
+    time_ratio: float | None  # its training clock (reference paid) over the baseline's at the same rung and seed
     status: str  # complete, failed
     error: str | None = None
+    gap: float | None = None  # metric points over the baseline at the same rung (positive: better)
+    noise: float | None = None  # the gap's standard error at the rung (the baselines' seeds, the rows)
+    fixed_seconds: float = 0.0  # seconds this job spent building a reference (not scaled with the rung)
+    predicted_ratio: float | None = None  # its full-schedule time over the baseline's, predicted from this rung
 
 
 @dataclass
@@ -42,7 +48,9 @@ class Candidate:
     pool_fraction: float | None  # share of the pool it trains on (None: decided while training)
     trials: list[Trial] = field(default_factory=list)
     extra_cost: float = 0.0  # predicted cost beyond its pool share, in runs of its schedule (a scoring forward)
-    outcome: str = "waiting"  # promoted, stopped at rung 0, within tolerance, worse than tolerance, over budget, ...
+    outcome: str = "waiting"  # screening, dropped at the screen, promoted, the search's pick, over budget, ...
+    reference: str | None = None  # the reference it builds (paid once per seed, at any rung)
+    fixed_cost: float = 0.0  # that reference's build, in baseline runs
 
 
 @dataclass
@@ -66,6 +74,19 @@ class Versus:
 
 
 @dataclass
+class Look:
+    """One look of the sequential confirmation: after ``n`` paired seeds, the interval at the level the schedule
+    spends there, and what it says."""
+
+    n: int
+    alpha: float  # the error this look spends (the looks' alphas sum to at most 5%)
+    mean: float
+    low: float
+    high: float
+    says: str  # within (the interval lies above -tolerance), worse (below it), open
+
+
+@dataclass
 class Confirmation:
     """A candidate re-run on the evaluation split over paired seeds against the full baseline and a random subset."""
 
@@ -76,7 +97,9 @@ class Confirmation:
     time_ratio: float  # mean over seeds of its seconds over the baseline's (reference paid)
     seconds: float  # what confirming it cost
     versus: list[Versus]
-    within_tolerance: bool  # the 95% interval against the baseline stays above -tolerance
+    within_tolerance: bool  # a look's interval against the baseline lay above -tolerance
+    looks: list[Look] = field(default_factory=list)
+    stopped: str = ""  # why the seeds stopped: within, worse, or inconclusive at the last seed
 
 
 @dataclass
@@ -88,9 +111,13 @@ class PlanRecord:
     metric: str
     budget: float  # in full baseline runs
     tolerance: float  # metric points
-    seeds: int
-    baseline_seconds: float | None = None
-    baseline_metric: float | None = None  # validation
+    seeds: int  # the confirmation's most paired seeds (extended by a resumed plan with more)
+    baseline_seconds: float | None = None  # the unit: one full baseline run, predicted or measured (unit_source)
+    baseline_metric: float | None = None  # validation, the screen's baseline (mean of its seeds)
+    setup_seconds: float = 0.0  # a job's seconds beyond its training (building the run, evaluating it), measured
+    unit_source: str = ""  # predicted (from the screen's baseline) or measured (the confirmation's baselines)
+    screen_noise: float | None = None  # one run's noise at the screen, in metric points
+    horizons: list[int] = field(default_factory=list)  # --seeds at the start, then each extension
     validation_rows: int = 0
     evaluation_rows: int = 0
     candidates: list[Candidate] = field(default_factory=list)

@@ -25,9 +25,9 @@ from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan import confirm as confirming
 from siftcli.plan import search as searching
-from siftcli.plan.record import Candidate, Confirmation, PlannerNotes, PlanRecord, Skipped, Trial, Versus
-from siftcli.plan.strategies import online_recipe, strategies
-from siftcli.plan.study import DEFAULT_STUDY, PlanStudy, Result
+from siftcli.plan.record import Candidate, Confirmation, Look, PlannerNotes, PlanRecord, Skipped, Trial, Versus
+from siftcli.plan.strategies import online_recipe, reference_cost, strategies
+from siftcli.plan.study import DEFAULT_STUDY, Job, PlanStudy, Result
 from siftcli.plan.trials import Trials
 from siftcli.plan.view import plan_html
 from siftcli.recipe.reader import load_recipe
@@ -58,23 +58,20 @@ class PlanSettings:
     tolerance in metric points, the confirmation's paired seeds, the processes on this machine, and a study shared
     with other machines (``storage``/``study``; none: a journal file in the plan's folder)."""
 
-    budget: float = 3.0
+    budget: float = 2.0
     tolerance: float = 1.0
-    seeds: int = 3
+    seeds: int = 5
     workers: int = 1
     storage: str = ""
     study: str | None = None
 
-    def check(self) -> None:
-        """One line for each bad option, before anything loads (the storage is opened: a server that does not answer
-        is found now, not after the baseline)."""
-        from siftcli.studies import check_storage
-
+    def __post_init__(self) -> None:
+        """One line for each bad option, when the settings are made (before anything loads), as ``SweepSettings``
+        checks its own; the storage is opened by :func:`run_plan`, through the study layer's one check."""
         budget, tolerance, seeds, workers, storage, study = (self.budget, self.tolerance, self.seeds, self.workers,
                                                              self.storage, self.study)
         if not budget == budget or not 1 < budget <= 100:
-            raise SiftcliError(f"--budget {budget}: expected a number of full baseline runs above 1 (the baseline itself "
-                               "is one) and at most 100")
+            raise SiftcliError(f"--budget {budget}: expected a number of full baseline runs above 1 and at most 100")
         if not tolerance == tolerance or not 0 <= tolerance <= 100:
             raise SiftcliError(f"--tolerance {tolerance}: expected metric points, 0 or more")
         if not 2 <= seeds <= 50:
@@ -86,7 +83,6 @@ class PlanSettings:
         if study is not None and not storage:
             raise SiftcliError("--study names a study in a shared --storage; give --storage too (without it the plan's "
                                "study is a journal file in its folder)")
-        check_storage(storage, study or DEFAULT_STUDY)
 
 
 @dataclass
@@ -106,24 +102,50 @@ class Plan:
         return [self.recipe.seed + 1 + i for i in range(self.record.seeds)]
 
     def refresh(self) -> tuple[dict[int, Result], int]:
-        """The record from the study: every candidate's trials, the costs, and the confirmation once it is done."""
+        """The record from the study: every candidate's trials, the unit, the costs, and the confirmation so far."""
         record, jobs, extra = self.record, self.study.jobs(), self.study.extra()
         done, pending = self.study.results()
+        bases = [r.run for r in done.values() if not searching.is_search(r.job.phase) and r.job.arm == "baseline" and r.run]
+        if bases:  # the confirmation trained the full schedule: the unit is measured now
+            record.baseline_seconds = sum(float(b["total_seconds"]) for b in bases) / len(bases)
+            record.unit_source = "measured"
         searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
-        record.search_seconds = searching.spent(done, searching.SEARCH_PHASES, extra)
-        record.confirm_seconds = searching.spent(done, (searching.CONFIRM_BASELINES, searching.CONFIRM), {})
-        finished = self.study.phases_queued() == searching.CONFIRM + 1 and all(
-            i in done for i, j in enumerate(jobs) if j.phase == searching.CONFIRM)
-        if finished:
-            chosen = [c for c in record.candidates if c.arm in extra.get("confirm", [])]
-            record.confirmations = [confirming.confirmation(c, self.confirm_seeds, done, self.metric, record.tolerance)
-                                    for c in chosen]
+        record.search_seconds = searching.spent(done, searching.is_search, extra)
+        record.confirm_seconds = searching.spent(done, lambda phase: not searching.is_search(phase), {})
+        pick = self.pick()
+        if pick is not None:
+            pick.outcome = "the search's pick"
+        record.confirmations = [] if pick is None or not any(
+            r.job.arm == pick.arm and r.job.split == "evaluation" for r in done.values()) else [
+            confirming.confirmation(pick, self.confirm_seeds, done, self.metric, record.tolerance, record.horizons)]
         return done, pending
 
+    def pick(self) -> Candidate | None:
+        """The search's pick, once the search has finished (the same on every process: a rule on the finished jobs)."""
+        phases = self.study.phases_queued()
+        if phases <= searching.PROMOTING:
+            return None
+        done, _ = self.study.results()
+        if not all(i in done for i, j in enumerate(self.study.jobs()) if searching.is_search(j.phase)):
+            return None
+        return searching.winner(self.record)
+
+    def settled(self, phase: int) -> bool:
+        """Whether the plan has no more jobs from ``phase`` on: the search found nothing to confirm, or the confirmation's
+        seeds stopped (within, worse, inconclusive at the last seed, a failed run)."""
+        if searching.is_search(phase) or (phase - searching.CONFIRMING) % 2:
+            return False
+        self.refresh()
+        if self.pick() is None:
+            return True
+        k = (phase - searching.CONFIRMING) // 2
+        conf = self.record.confirmations[0] if self.record.confirmations else None
+        return k >= self.record.seeds or (conf is not None and conf.stopped != "")
+
     def left(self) -> float | None:
-        """Seconds left in the search's budget (None until the baseline set the unit)."""
+        """Seconds left in the search's budget (None until the screen's baseline set the unit)."""
         unit = self.record.baseline_seconds
-        return None if unit is None else self.record.budget * unit - self.record.search_seconds
+        return None if unit is None else searching.budget_seconds(self.record) - self.record.search_seconds
 
     def decide(self, phase: int) -> tuple[list[Any], PlannerNotes]:
         """The jobs of ``phase``, from the finished ones (run by the one process that claims the phase)."""
@@ -132,28 +154,32 @@ class Plan:
         record, seed, extra = self.record, self.recipe.seed, self.study.extra()
         if phase == searching.BASELINES:
             return searching.search_baselines(seed), {}
-        if phase == searching.CHEAP:
-            ctx = self.trials.context(seed, "validation", 1.0)
-            ctx.runs["baseline"] = searching.find(done, "baseline", 1.0, seed, "validation").run  # type: ignore[union-attr]
-            pools = searching.measure_pools(record.candidates, lambda arm: arm_row(arm).derive(ctx, arm).subset,
-                                            len(ctx.workload.train_data))
+        if phase == searching.SCREENING:
+            ctx = self.trials.context(seed, "validation", searching.SCREEN)
+            ctx.runs["baseline"] = searching.find(done, "baseline", searching.SCREEN, seed, "validation").run  # type: ignore[union-attr]
+            w = ctx.workload
+            pools, fixed = searching.measure(
+                record.candidates, lambda arm: arm_row(arm).derive(ctx, arm).subset, len(w.train_data),
+                lambda kind: reference_cost(self.recipe, kind, len(w.holdout_data or []), len(w.train_data)))
             for c in record.candidates:
-                c.pool_fraction = pools.get(c.arm, c.pool_fraction)
+                c.pool_fraction, c.fixed_cost = pools.get(c.arm, c.pool_fraction), fixed.get(c.arm, c.fixed_cost)
             own = time.perf_counter() - t0
-            jobs = searching.cheap_jobs(record, seed, record.search_seconds + own)
-            return jobs, {"pools": pools, "planner_seconds": {**extra.get("planner_seconds", {}), "cheap": own}}
-        if phase == searching.FULL:
-            jobs, over = searching.full_jobs(record, seed, self.metric, record.search_seconds)
-            return jobs, {"over_budget_full": over}
-        chosen = searching.winners(record)[:2]
-        if phase == searching.CONFIRM_BASELINES:
-            return (confirming.confirm_baselines(self.confirm_seeds) if chosen else []), {"confirm": [c.arm for c in chosen]}
-        chosen = [c for c in record.candidates if c.arm in extra.get("confirm", [])]
-        return confirming.candidate_jobs(chosen, self.confirm_seeds), {}
+            jobs, over = searching.screen_jobs(record, seed, record.search_seconds + own)
+            return jobs, {"pools": pools, "fixed": fixed, "over_budget": over,
+                          "planner_seconds": {**extra.get("planner_seconds", {}), "screen": own}}
+        if phase == searching.PROMOTION_BASELINE:
+            jobs, arms, over = searching.promotion_jobs(record, seed, record.search_seconds)
+            return jobs, {"promoted": arms, "over_budget_promotion": over}
+        if phase == searching.PROMOTING:
+            return [Job(phase, arm, searching.PROMOTION, seed, "validation") for arm in extra.get("promoted", [])], {}
+        pick = self.pick()
+        k, pick_phase = divmod(phase - searching.CONFIRMING, 2)
+        return (confirming.seed_jobs(pick, k, self.confirm_seeds[k], baseline=not pick_phase) if pick else []), {}
 
     def work(self, after_job: Callable[[], None] = lambda: None) -> None:
-        """Take and train jobs phase by phase until the confirmation's are done: what every process of a plan runs."""
-        for phase in range(searching.CONFIRM + 1):
+        """Take and train jobs phase by phase until the confirmation's seeds stop: what every process of a plan runs."""
+        phase = 0
+        while not self.settled(phase):
             told = False
 
             def waiting(what: str) -> None:
@@ -176,6 +202,7 @@ class Plan:
                 time.sleep(POLL_SECONDS)  # another process trains this phase's last jobs; nothing else to do here
             if phase == searching.BASELINES:
                 self._check_baseline()
+            phase += 1
 
     def _train(self, trial: Any, index: int) -> None:
         job = self.study.jobs()[index]
@@ -193,10 +220,10 @@ class Plan:
 
     def _check_baseline(self) -> None:
         done, _ = self.study.results()
-        base = searching.find(done, "baseline", 1.0, self.recipe.seed, "validation")
+        base = searching.find(done, "baseline", searching.SCREEN, self.recipe.seed, "validation")
         if base is None or base.run is None:
             raise SiftcliError(f"siftcli plan: the baseline run failed ({base.error if base else 'not run'}); see "
-                               f"{self.folder / 'search' / 'baseline' / 'full'}")
+                               f"{self.folder / 'search' / 'baseline'}")
 
 
 def _rows(n: int) -> dict[str, list[int]]:
@@ -212,9 +239,13 @@ def _threads(workers: int) -> None:
 
 
 def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, output: str | None = None,
-             resume: str | None = None, on_event: Event | None = None) -> tuple[Path, PlanRecord]:
+             resume: str | None = None, on_event: Event | None = None,
+             extend_seeds: int | None = None) -> tuple[Path, PlanRecord]:
     """Search, confirm and decide; every finished job is in the plan's study and ``plan.json`` is rewritten after each,
-    so an interrupted plan resumes where it stopped (``resume``: with the settings it was started with)."""
+    so an interrupted plan resumes where it stopped (``resume``: with the settings it was started with;
+    ``extend_seeds``: a confirmation left inconclusive goes on up to that many seeds, on the alpha its schedule kept
+    for an extension)."""
+    from siftcli import studies
     from siftcli.studies import recipe_sha256
 
     emit = on_event or (lambda kind, data: None)
@@ -228,16 +259,20 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         if not record.study:
             raise SiftcliError(f"--resume {resume}: this plan was written by an earlier siftcli without a study; run "
                                "the plan again")
+        record.horizons = record.horizons or [record.seeds]  # a plan written before confirmations stopped early
+        if extend_seeds is not None:
+            _extend(record, extend_seeds, resume)
         recipe = load_recipe(folder / "recipe.yaml")
         first = build_workload(recipe)
     else:
         assert recipe is not None
         s = settings or PlanSettings()
-        s.check()
+        studies.check_storage(s.storage, s.study or DEFAULT_STUDY)  # a server that does not answer: now, not later
         candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
         first, folder = prepare(recipe, output, "-plan", check=lambda workload: split_eval(len(workload.eval_data)))
         record = PlanRecord("running", recipe.name, first.metric, s.budget, s.tolerance, s.seeds, candidates=candidates,
-                            skipped=skipped, storage=s.storage, study=s.study or DEFAULT_STUDY, workers=s.workers)
+                            skipped=skipped, storage=s.storage, study=s.study or DEFAULT_STUDY, workers=s.workers,
+                            horizons=[s.seeds])
     _threads(record.workers)
     rows = _rows(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])
@@ -247,6 +282,8 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         raise SiftcliError(f"--resume {resume}: {folder / 'recipe.yaml'} changed since the plan started (the plan's "
                            "finished jobs were trained on the recipe it had); put the original back, or start a new plan "
                            "with the edited recipe")
+    if extend_seeds is not None:
+        ps.extend(record.seeds)
     ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
     ps.recover(resumed=bool(resume))
     plan = Plan(recipe, folder, ps, Trials(recipe, rows, {recipe.seed: first}), record, metric(record.metric), emit)
@@ -261,7 +298,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
     previous = sigterm_as_interrupt()  # between jobs too: a stop leaves plan.json saying interrupted, never running
     try:
         save()
-        helpers = [_spawn(folder, i, record.workers) for i in range(1, record.workers)]
+        helpers = [_spawn(folder, i) for i in range(1, record.workers)]
         plan.work(after_job=save)
         plan.refresh()
         _decide(record)
@@ -285,15 +322,31 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
     return folder, record
 
 
+def _extend(record: PlanRecord, seeds: int, folder: str) -> None:
+    """More confirming seeds for a resumed plan: only more than it has, only while its confirmation is undecided."""
+    if not record.seeds < seeds <= 50:
+        raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the plan confirms up to {record.seeds} seeds already; "
+                           f"give more (at most 50) to extend it, or leave --seeds out to resume it as it was")
+    decided = [c for c in record.confirmations if c.stopped in ("within", "worse", "failed")]
+    if decided:
+        raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the confirmation already stopped ({decided[0].arm}: "
+                           f"{decided[0].stopped} after {len(decided[0].seeds)} seeds); more seeds would not change it")
+    if record.status == "completed" and not record.confirmations:
+        raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the search found nothing to confirm; more seeds "
+                           "would not change the answer")
+    record.horizons = [*(record.horizons or [record.seeds]), seeds]
+    record.seeds = seeds
+    record.status = "running"
+
+
 # -- the other processes of this machine -------------------------------------------------------------------------------
-def _spawn(folder: Path, index: int, workers: int) -> subprocess.Popen:
-    """One more process taking jobs from the plan's study (``python -m siftcli.plan.run FOLDER``); its output goes to
-    ``workers/worker-N.log``."""
-    logs = folder / "workers"
-    logs.mkdir(exist_ok=True)
-    with open(logs / f"worker-{index}.log", "ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "siftcli.plan.run", str(folder)], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "SIFTCLI_PLAN_WORKER": str(index)})
+def _spawn(folder: Path, index: int) -> subprocess.Popen:
+    """One more process taking jobs from the plan's study (``python -m siftcli.plan.run FOLDER``), started the study
+    layer's way; its output goes to ``workers/worker-N.log``."""
+    from siftcli.studies import spawn
+
+    return spawn(["-m", "siftcli.plan.run", str(folder)], folder / "workers" / f"worker-{index}.log",
+                 env={"SIFTCLI_PLAN_WORKER": str(index)})
 
 
 def _join(helpers: list[subprocess.Popen], stop: bool = False) -> None:
@@ -336,8 +389,9 @@ def worker_main(folder: Path) -> int:
 
 
 def _decide(record: PlanRecord) -> None:
-    """The cheapest confirmed candidate, or training on everything; its cost, and after how many runs the plan pays."""
-    ok = sorted((c for c in record.confirmations if c.within_tolerance and c.time_ratio < 1), key=lambda c: c.time_ratio)
+    """The confirmed pick when it is faster, or training on everything, with why; its cost, and after how many runs the
+    plan pays."""
+    ok = [c for c in record.confirmations if c.within_tolerance and c.time_ratio <= searching.FASTER]
     cost = record.search_seconds + record.confirm_seconds
     if not ok:
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = "baseline", "everything", 1.0, None
@@ -348,15 +402,20 @@ def _decide(record: PlanRecord) -> None:
                              f"baselines only, so none of the {len(record.candidates)} strategies was screened; raise "
                              "--budget to compare them")
             return
-        record.answer = ("train on everything: no strategy was within the tolerance of the full baseline at less time "
-                         + ("in the confirmation" if record.confirmations else
-                            f"on the validation split ({len(screened)} of {len(record.candidates)} screened)"))
-        best = max(record.confirmations, key=lambda c: c.versus[0].ci95[0] if c.versus[0].n else float("-inf"), default=None)
-        if best is not None and best.versus[0].n > 1 and best.versus[0].ci95[1] > -record.tolerance:
-            v = best.versus[0]
-            record.answer += (f" ({best.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {best.time_ratio:.2f} "
-                              f"of the time, 95% {v.ci95[0]:+.2f} to {v.ci95[1]:+.2f}: inconclusive rather than worse; "
-                              "more --seeds narrow the interval)")
+        if not record.confirmations:
+            record.answer = ("train on everything: no strategy was within the tolerance of the baseline at less time on "
+                             f"the validation split ({len(screened)} of {len(record.candidates)} screened)")
+            return
+        c = record.confirmations[0]
+        v = c.versus[0]
+        said = (f"{c.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {c.time_ratio:.2f} of the time"
+                if v.n else f"{c.arm}: no paired seed")
+        why = {"worse": "worse than the tolerance", "failed": "a confirming run failed",
+               "within": f"within the tolerance but not faster ({c.time_ratio:.2f} of the time, over "
+                         f"{searching.FASTER:g})"}.get(
+            c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "
+                       f"`siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds")
+        record.answer = f"train on everything: the confirmation found {said}, {why}"
         return
     best = ok[0]
     family = next(c.family for c in record.candidates if c.arm == best.arm)
@@ -365,7 +424,8 @@ def _decide(record: PlanRecord) -> None:
     saving = (record.baseline_seconds or 0.0) * (1 - best.time_ratio)
     record.payback_runs = cost / saving if saving > 0 else None
     record.answer = (f"{family}: {best.arm} at {best.time_ratio:.2f} of the baseline's time, "
-                     f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it over {len(best.seeds)} seeds")
+                     f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it, confirmed after "
+                     f"{len(best.seeds)} seeds")
 
 
 def _write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) -> None:
@@ -374,13 +434,13 @@ def _write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) 
     out = recipe
     if family == "fewer-epochs":
         done, _ = plan.study.results()
-        base = searching.find(done, "baseline", 1.0, recipe.seed, "validation")
+        base = searching.find(done, "baseline", 1.0, plan.confirm_seeds[0], "evaluation")
         steps = max(1, round(float(record.pick.partition("=")[2]) * base.run["optimizer_steps"]))  # type: ignore[union-attr,index]
         out = recipe.model_copy(update={"max_steps": steps})
     elif family in ("online", "teacher-cache"):
         out = online_recipe(recipe, record.pick) if family == "online" else recipe.model_copy(update={
             "distill": recipe.distill.model_copy(update={"cache": True}) if recipe.distill else None})
-    elif family in ("filter", "dedup", "dedup+filter"):
+    elif family in confirming.SUBSET_FAMILIES:
         ctx = plan.trials.context(recipe.seed, "validation", 1.0)
         chosen = arm_row(record.pick).derive(ctx, record.pick).subset or []
         w = ctx.workload
@@ -409,7 +469,8 @@ def load_record(data: dict[str, Any]) -> PlanRecord:
         return None if p is None else Versus(**{**p, "ci95": tuple(p["ci95"])})
 
     candidates = [Candidate(**{**c, "trials": [Trial(**t) for t in c["trials"]]}) for c in data["candidates"]]
-    confirmations = [Confirmation(**{**c, "versus": [paired(v) for v in c["versus"]]}) for c in data["confirmations"]]
+    confirmations = [Confirmation(**{**c, "versus": [paired(v) for v in c["versus"]],
+                                     "looks": [Look(**k) for k in c.get("looks", [])]}) for c in data["confirmations"]]
     return PlanRecord(**{**data, "candidates": candidates, "skipped": [Skipped(**k) for k in data["skipped"]],
                          "confirmations": confirmations, "pick_versus_baseline": paired(data.get("pick_versus_baseline"))})
 

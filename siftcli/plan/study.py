@@ -7,8 +7,8 @@ machine that take jobs from the same study. Each job is an Optuna trial queued w
 study's job list; a process takes the next queued trial (Optuna hands a queued trial to one process only), trains it
 and tells the study its validation metric and its run's numbers.
 
-The plan runs in phases (the baselines, the cheap rung, the full schedule, the confirmation's baselines, the
-confirmation). A phase's jobs are decided from the finished ones by whichever process claims the phase first
+The plan runs in phases (the screen's baselines, the screen, the second rung's baseline and candidates, then two per
+confirming seed until the seeds stop). A phase's jobs are decided from the finished ones by whichever process claims the phase first
 (creating the study ``NAME:phase:K``, which succeeds once); the others wait for its list. Liveness is the sweep's: each
 process refreshes a timestamp on its running trial from a heartbeat thread 6 times per ``STALE_SECONDS``
 (:mod:`siftcli.studies`), and a trial whose owner fell silent that long (its machine died) is queued again by
@@ -77,6 +77,12 @@ class PlanStudy:
     def join(self, recipe_sha256: str, settings: dict[str, Any]) -> None:
         """Record the recipe and settings, or refuse a process that brings other ones."""
         studies.join(self.study, recipe_sha256, settings, SHARED)
+
+    def extend(self, seeds: int) -> None:
+        """A resumed plan confirms up to ``seeds`` now: the study's shared settings say so, for every machine joining."""
+        shared = dict(self.study.user_attrs.get(studies.SETTINGS, {}))
+        if shared:
+            self.study.set_user_attr(studies.SETTINGS, {**shared, "seeds": seeds})
 
     def recorded_recipe(self) -> str | None:
         """The SHA-256 of the recipe the study was started with (None before any process joined it)."""

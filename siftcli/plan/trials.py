@@ -29,11 +29,11 @@ from siftcli.workload.build import Workload, build_workload
 
 
 def job_folder(root: Path, job: Job) -> Path:
-    """``search/<arm>/<rung>/`` for the search, ``confirm/seed<N>/<arm>/`` for the confirmation."""
+    """``search/<arm>/fidelity<F>/seed<N>/`` for the search, ``confirm/seed<N>/<arm>/`` for the confirmation."""
     if job.split == "evaluation":
         return root / "confirm" / f"seed{job.seed}" / folder_name(job.arm)
     rung = "full" if job.fidelity >= 1 else f"fidelity{job.fidelity:.2f}"
-    return root / "search" / folder_name(job.arm) / rung
+    return root / "search" / folder_name(job.arm) / rung / f"seed{job.seed}"
 
 
 def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Event | None) -> RunMetrics:

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from siftcli.plan.record import PlanRecord
+from siftcli.plan.record import Confirmation, PlanRecord
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:
@@ -14,22 +14,35 @@ def _f(x: float | None, fmt: str = "{:.3f}") -> str:
 
 
 #: The search table's columns, as :func:`search_rows` gives them (the terminal leaves out the family).
-SEARCH_COLUMNS = ("candidate", "family", "rung", "seconds", "validation", "baseline at that rung", "time ratio", "outcome")
+SEARCH_COLUMNS = ("candidate", "family", "rung", "seconds", "validation", "baseline at that rung", "gap ± noise",
+                  "time ratio", "outcome")
 
 
 def search_rows(record: PlanRecord) -> list[list[str]]:
-    """One row per trial (a row per candidate never tried), the full baseline first: what the terminal, report.html and
-    the benchmark section all show."""
-    rows = [["baseline", "everything", "full", _f(record.baseline_seconds, "{:.0f}"), _f(record.baseline_metric), "",
-             "1.00", "the yardstick"]]
+    """One row per trial (a row per candidate never tried), the screen's baseline first: what the terminal, report.html
+    and the benchmark section all show. The gap is in metric points over the baseline at the same rung; the time ratio
+    is at that rung, the reference paid."""
+    noise = "" if record.screen_noise is None else f"noise {record.screen_noise:.2f}"
+    rows = [["baseline", "everything", "screen", "", _f(record.baseline_metric), "", noise, "1.00",
+             f"the yardstick (a full run: {_f(record.baseline_seconds, '{:.0f}')} s, {record.unit_source or 'not yet known'})"]]
     for c in record.candidates:
         if not c.trials:
-            rows.append([c.arm, c.family, "—", "—", "—", "—", "—", c.outcome])
+            rows.append([c.arm, c.family, "—", "—", "—", "—", "—", "—", c.outcome])
         for i, t in enumerate(c.trials):
-            rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", "full" if t.fidelity >= 1 else f"{t.fidelity:.2f}",
-                         f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric), _f(t.time_ratio, "{:.2f}"),
+            gap = "—" if t.gap is None else f"{t.gap:+.2f} ± {t.noise or 0.0:.2f}"
+            rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", f"{t.fidelity:.2f}",
+                         f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric), gap, _f(t.time_ratio, "{:.2f}"),
                          (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else "")])
     return rows
+
+
+def stopping(c: Confirmation) -> str:
+    """Why the confirmation's seeds stopped, and after how many, in words."""
+    last = c.looks[-1] if c.looks else None
+    at = f" (look {last.n}: {last.low:+.2f} to {last.high:+.2f} at alpha {last.alpha:.4f})" if last else ""
+    return {"within": "within the tolerance", "worse": "worse than the tolerance", "failed": "a run failed",
+            "inconclusive": "inconclusive at the last seed", "": "running"}.get(c.stopped, c.stopped) + \
+        f" after {len(c.seeds)} seeds{at}"
 
 
 def plan_view(record: PlanRecord, folder: str) -> Group:
@@ -37,7 +50,7 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     search = Table(title=f"siftcli plan: {record.recipe} (validation {record.validation_rows} rows, budget "
                          f"{record.budget:g} baseline runs, tolerance {record.tolerance:g} points)")
     search.add_column("candidate", overflow="fold", ratio=3)
-    for col in ("rung", "s", f"val {record.metric}", "baseline", "time"):
+    for col in ("rung", "s", f"val {record.metric}", "baseline", "gap", "time"):
         search.add_column(col, no_wrap=True)
     search.add_column("outcome", overflow="fold", ratio=2)
     for row in search_rows(record):
@@ -48,13 +61,14 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     if record.confirmations:
         conf = Table(title=f"confirmation on the evaluation split ({record.evaluation_rows} rows), paired seeds")
         conf.add_column("candidate", overflow="fold", ratio=3)
-        for col in ("seeds", "time", "vs baseline", "vs random subset", "within"):
+        for col in ("seeds", "time", "vs baseline", "vs random subset"):
             conf.add_column(col, no_wrap=True)
+        conf.add_column("stopped", overflow="fold", ratio=2)
         for c in record.confirmations:
             vs = {p.opponent.partition(":")[0]: p for p in c.versus}
             cell = lambda p: "—" if p is None or p.n == 0 else f"{p.mean:+.2f} ± {p.se:.2f}"  # noqa: E731
             conf.add_row(c.arm, str(len(c.seeds)), f"{c.time_ratio:.2f}", cell(vs.get("baseline")),
-                         cell(vs.get("random-subset")), "yes" if c.within_tolerance else "no")
+                         cell(vs.get("random-subset")), stopping(c))
         parts.append(conf)
     cost = record.search_seconds + record.confirm_seconds
     unit = record.baseline_seconds or 1.0
@@ -81,13 +95,13 @@ def plan_html(record: PlanRecord) -> str:
     cost = record.search_seconds + record.confirm_seconds
     search = [row(list(SEARCH_COLUMNS), head=True)] + [row(r) for r in search_rows(record)]
     confirm = [row(["candidate", "seeds", "time ratio", "opponent", "paired difference (points)", "95% interval",
-                    "within tolerance"], head=True)]
+                    "stopped"], head=True)]
     for c in record.confirmations:
         for v in c.versus:
             confirm.append(row([c.arm, ", ".join(map(str, c.seeds)), f"{c.time_ratio:.2f}", v.opponent,
                                 "—" if not v.n else f"{v.mean:+.2f} ± {v.se:.2f}",
                                 "—" if not v.n else f"{v.ci95[0]:+.2f} to {v.ci95[1]:+.2f}",
-                                "yes" if c.within_tolerance else "no"]))
+                                stopping(c)]))
     skipped = "".join(f"<li>{escape(s.family)}: {escape(s.why)}</li>" for s in record.skipped)
     payback = f"; it pays back after {record.payback_runs:.1f} training runs" if record.payback_runs else ""
     return f"""<!DOCTYPE html>

@@ -37,7 +37,7 @@ from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.sweep.trial import WorkloadCache, run_trial
 
 #: The worker process; tests point it elsewhere to exercise crashes.
-WORKER_COMMAND = [sys.executable, "-m", "siftcli.sweep.workers"]
+WORKER_COMMAND = ["-m", "siftcli.sweep.workers"]  # after the interpreter (studies.spawn)
 
 
 class Reply(TypedDict, total=False):
@@ -188,15 +188,10 @@ class Pool:
     def _spawn(self) -> Worker:
         slots = {w.slot for w in self.workers}
         slot = next(i for i in range(self.size + 1) if i not in slots)
-        env = dict(os.environ)
-        if self.gpus > 1:  # one worker per visible GPU
-            env["CUDA_VISIBLE_DEVICES"] = str(slot % self.gpus)
-        logs = self.sweep_dir / "workers"
-        logs.mkdir(parents=True, exist_ok=True)
+        env = {"CUDA_VISIBLE_DEVICES": str(slot % self.gpus)} if self.gpus > 1 else {}  # one worker per visible GPU
         self._started += 1
-        with open(logs / f"worker-{self._started}.log", "ab") as log:
-            proc = subprocess.Popen([*WORKER_COMMAND, str(self.sweep_dir), *(["--once"] if self.fresh else [])], env=env,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log)
+        proc = studies.spawn([*WORKER_COMMAND, str(self.sweep_dir), *(["--once"] if self.fresh else [])],
+                             self.sweep_dir / "workers" / f"worker-{self._started}.log", pipes=True, env=env)
         worker = Worker(proc, slot)
         self.workers.append(worker)
         assert proc.stdout is not None

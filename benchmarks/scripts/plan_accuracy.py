@@ -1,0 +1,303 @@
+"""``siftcli plan``'s decision accuracy: on regimes where the right answer is measured, how often it picks it, and what
+deciding costs.
+
+Each regime is a recipe of ``recipes/benchmarks/plan/`` (data derived from ``../shared/data`` by ``benchmarks/data.py``)
+built so that a different family should pay: filtering (relevance, structured noise), dropping near-copies
+(redundancy), both (compose), online sifting or training less (the default recipe's sifting), training less (a long
+schedule), the teacher cache, and plain training. The **truth** is measured, never assumed: every strategy the plan
+would consider (its candidate list for that recipe) trained beside the full baseline over 5 seeds of their own (seed +
+100 ...), each seed from its own initial weights, the arms of a seed sharing them and the data order. The best is the
+plan's own objective on those means: among the strategies within the tolerance of the baseline and faster, the best
+metric, and among those within the tolerance of it, the fastest ("faster": at most 0.95 of the baseline's time, the
+plan's own rule); none: train on everything. Then ``siftcli plan`` runs
+with its defaults, and the entry reports, per regime and overall: the pick, the truth, whether they agree (same family,
+or the pick within its paired noise of the truth: its paired interval against the truth reaches the tolerance and its
+time ratio is within 0.1), whether the pick is worse than the tolerance, the deciding cost (the search) and the whole
+cost (with the confirmation) in the plan's baseline runs, and the seeds the confirmation needed.
+
+Truths are kept per seed (``runs/plan-accuracy/<regime>/truth/seed<N>.json``) and plans in their folders, so an
+interrupted entry goes on where it stopped; ``--report-only`` only reads.
+
+    python -m benchmarks plan-accuracy [--regime relevance ...] [--report-only] [--seeds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.entry import DOC, ROOT
+
+OUT = ROOT / "runs" / "plan-accuracy"
+TITLE = "siftcli plan: decision accuracy"
+TRUTH_SEED = 100
+#: The truth's seeds: an accuracy claim needs five.
+SEEDS = 5
+
+
+@dataclass(frozen=True)
+class Regime:
+    recipe: str
+    about: str  # what the regime is built for (the family it was designed to favour; the truth is measured)
+    prepare: Callable[[], Any]
+
+
+def _data() -> Any:
+    from benchmarks import data
+
+    return data
+
+
+def _teacher() -> None:
+    from siftcli.commands import run_train
+    from siftcli.recipe.reader import load_recipe
+
+    _data().agnews_mix(1000)
+    if not (ROOT / "runs" / "plan-teacher-model" / "model" / "config.json").exists():
+        run_train(load_recipe(ROOT / "recipes" / "benchmarks" / "plan" / "teacher-model.yaml"),
+                  output=str(ROOT / "runs" / "plan-teacher-model"))
+
+
+REGIMES = {
+    "relevance": Regime("relevance.yaml", "filter (two thirds of the pool off target)",
+                        lambda: _data().agnews_mix(400, off_target=800, holdout=300)),
+    "noise": Regime("noise.yaml", "filter (structured label noise)", lambda: _data().structured_noise(1000, 0.4, 300, 2000)),
+    "redundancy": Regime("redundancy.yaml", "dedup (near-copies)", lambda: _data().agnews_mix(400, 40, 10)),
+    "default": Regime("default.yaml", "online sifting or fewer epochs (the default recipe's sifting)",
+                      lambda: _data().agnews_mix(1500)),
+    "clean": Regime("clean.yaml", "everything (a short schedule on clean data)", lambda: _data().agnews_mix(1200)),
+    "long": Regime("long.yaml", "fewer epochs (a long schedule)", lambda: _data().agnews_mix(600)),
+    "teacher": Regime("teacher.yaml", "teacher-cache (distillation, the teacher on every step)", _teacher),
+    "compose": Regime("compose.yaml", "dedup+filter (near-copies and off-target rows)",
+                      lambda: _data().agnews_mix(300, 40, 6, 600, 300)),
+}
+
+
+@dataclass
+class ArmTruth:
+    arm: str
+    family: str
+    mean: float  # paired difference to the baseline, metric points
+    se: float
+    low: float  # its 95% Student-t interval
+    high: float
+    ratio: float  # paid training seconds over the baseline's, mean over seeds
+    values: list[float]
+
+
+def _recipe(name: str) -> Any:
+    from siftcli.recipe.reader import load_recipe
+
+    return load_recipe(ROOT / "recipes" / "benchmarks" / "plan" / REGIMES[name].recipe)
+
+
+def truth_runs(name: str, seeds: int, report_only: bool) -> list[dict[str, Any]]:
+    """Every candidate and the baseline, per seed (trained here unless a seed's file exists)."""
+    from siftcli.arms.run import run_arms
+    from siftcli.plan.strategies import strategies
+    from siftcli.runio import atomic_write_json
+    from siftcli.training.record import brief
+
+    recipe = _recipe(name)
+    arms = ["baseline", *[c.arm for c in strategies(recipe)[0]]]
+    out = []
+    for i in range(seeds):
+        seed = recipe.seed + TRUTH_SEED + i
+        path = OUT / name / "truth" / f"seed{seed}.json"
+        if path.exists():
+            record = json.loads(path.read_text())
+            missing = [a for a in arms if a not in record["runs"]]
+            if missing and not report_only:  # a candidate the list gained since: beside a baseline of its own run
+                runs = run_arms(recipe, ["baseline", *missing], [seed], OUT / name / "truth" / f"seed{seed}-more")[0]
+                for arm in missing:
+                    record["runs"][arm] = {**brief(runs[arm]), "paired_baseline": brief(runs["baseline"])}
+                atomic_write_json(path, record)
+            out.append(record)
+            continue
+        if report_only:
+            break
+        runs = run_arms(recipe, arms, [seed], OUT / name / "truth" / f"seed{seed}")[0]
+        record = {"seed": seed, "runs": {arm: brief(run) for arm, run in runs.items()}}
+        atomic_write_json(path, record)
+        out.append(record)
+    return out
+
+
+def truth_table(name: str, seeds: list[dict[str, Any]]) -> list[ArmTruth]:
+    from siftcli.analysis.stats import diff_points, paired
+    from siftcli.plan.strategies import strategies
+    from siftcli.tasks import metric
+    from siftcli.training.record import final_value, paid_seconds
+
+    recipe = _recipe(name)
+    families = {c.arm: c.family for c in strategies(recipe)[0]}
+    rows = []
+    for arm, family in families.items():
+        diffs, ratios = [], []
+        for s in seeds:
+            a = s["runs"].get(arm)
+            b = (a or {}).get("paired_baseline") or s["runs"]["baseline"]  # trained beside it, where it came later
+            if a is None or a.get("final") is None:
+                continue
+            diffs.append(diff_points(final_value(a), final_value(b), metric(b["metric"])))
+            ratios.append(paid_seconds(a) / max(1e-9, paid_seconds(b)))
+        if diffs:
+            p = paired(diffs)
+            rows.append(ArmTruth(arm, family, p["mean"], p["se"] if len(diffs) > 1 else math.nan, p["ci95"][0],
+                                 p["ci95"][1], statistics.fmean(ratios), diffs))
+    return rows
+
+
+def best(rows: list[ArmTruth], tolerance: float) -> ArmTruth | None:
+    """The plan's objective on the truth's means: within the tolerance and faster (at most ``FASTER`` of the baseline's
+    time, the plan's own rule); the best metric; the fastest of those within the tolerance of it. None: train on
+    everything."""
+    from siftcli.plan.search import FASTER
+
+    ok = [r for r in rows if r.mean >= -tolerance and r.ratio <= FASTER]
+    if not ok:
+        return None
+    top = max(r.mean for r in ok)
+    return min((r for r in ok if r.mean >= top - tolerance), key=lambda r: r.ratio)
+
+
+def judge(pick: str, pick_family: str, rows: list[ArmTruth], seeds: list[dict[str, Any]], tolerance: float) -> tuple[bool, bool]:
+    """Whether the pick agrees with the truth (same family, or within the paired noise of the truth's best: the paired
+    interval of pick minus best reaches -tolerance and its time ratio is within 0.1), and whether it is harmful (its
+    own interval against the baseline lies below -tolerance)."""
+    from siftcli.analysis.stats import diff_points, paired
+    from siftcli.tasks import metric
+    from siftcli.training.record import final_value
+
+    truth = best(rows, tolerance)
+    mine = next((r for r in rows if r.arm == pick), None)
+    harmful = mine is not None and mine.high < -tolerance
+    if truth is None:
+        from siftcli.plan.search import FASTER
+
+        return pick_family == "everything" or (mine is not None and mine.high >= -tolerance and mine.ratio <= FASTER), harmful
+    if pick_family == truth.family:
+        return True, harmful
+    if mine is None:
+        return False, harmful
+    diffs = [diff_points(final_value(s["runs"][pick]), final_value(s["runs"][truth.arm]), metric(s["runs"][pick]["metric"]))
+             for s in seeds if pick in s["runs"] and truth.arm in s["runs"]]
+    p = paired(diffs)
+    return p["ci95"][1] >= -tolerance and mine.ratio <= truth.ratio + 0.1, harmful
+
+
+def plan_for(name: str, report_only: bool) -> dict[str, Any] | None:
+    from siftcli.plan.run import PlanSettings, run_plan
+
+    folder = OUT / name / "plan"
+    done = folder / "plan.json"
+    if done.exists():
+        record = json.loads(done.read_text())
+        if record["status"] == "completed" or report_only:
+            return record
+        return dataclasses.asdict(run_plan(None, resume=str(folder))[1])
+    if report_only:
+        return None
+    return dataclasses.asdict(run_plan(_recipe(name), PlanSettings(), output=str(folder))[1])
+
+
+def _cell(r: ArmTruth | None) -> str:
+    return "everything" if r is None else f"`{r.arm}` ({r.mean:+.2f} ± {r.se:.2f} at {r.ratio:.2f})"
+
+
+def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[str, Any] | None]], machine: str) -> list[str]:
+    lines = [f"## {TITLE}", "",
+             f"`python -m benchmarks plan-accuracy` ({machine}). Each regime: the truth from every candidate the plan "
+             f"considers trained beside the full baseline over {SEEDS} seeds of their own (paired difference to the "
+             "baseline in points ± SE, at its time ratio), and `siftcli plan` with its defaults (budget 2 baseline runs "
+             "to decide, tolerance 1 point, up to 5 confirming seeds). 'Agrees': the pick's family is the truth's, or "
+             "the pick is within its paired noise of the truth's best (the 95% interval of pick minus best reaches -1 "
+             "point, its time ratio within 0.1). Costs are in the plan's own baseline runs: deciding = the search, "
+             "whole = with the confirmation.", "",
+             "| regime | built for | truth (best) | pick | pick's truth | agrees | worse than tolerance | deciding cost "
+             "| whole cost | confirming seeds (stopped) |", "|---|---|---|---|---|---|---|---:|---:|---|"]
+    right = counted = harmful_n = 0
+    deciding, whole = [], []
+    for name, (rows, seeds, plan) in results.items():
+        truth = best(rows, 1.0)
+        if plan is None or plan["status"] != "completed":
+            lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | (plan not run) | | | | | | |")
+            continue
+        agrees, harmful = judge(plan["pick"], plan["pick_family"], rows, seeds, plan["tolerance"])
+        counted += 1
+        right += agrees
+        harmful_n += harmful
+        unit = plan["baseline_seconds"] or 1.0
+        d, w = plan["search_seconds"] / unit, (plan["search_seconds"] + plan["confirm_seconds"]) / unit
+        deciding.append(d)
+        whole.append(w)
+        conf = plan["confirmations"][0] if plan["confirmations"] else None
+        seeds_cell = "—" if conf is None else f"{len(conf['seeds'])} ({conf['stopped'] or 'running'})"
+        mine = next((r for r in rows if r.arm == plan["pick"]), None)
+        lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | `{plan['pick']}` | "
+                     f"{'—' if mine is None else f'{mine.mean:+.2f} ± {mine.se:.2f} at {mine.ratio:.2f}'} | "
+                     f"{'yes' if agrees else 'no'} | {'yes' if harmful else 'no'} | {d:.2f} | {w:.2f} | {seeds_cell} |")
+    if counted:
+        lines += ["", f"Decision accuracy: **{right} of {counted}** regimes ({100 * right / counted:.0f}%); picks worse than "
+                      f"the tolerance: {harmful_n}; deciding cost {min(deciding):.2f} to {max(deciding):.2f} baseline runs "
+                      f"(mean {statistics.fmean(deciding):.2f}); whole cost {min(whole):.2f} to {max(whole):.2f} "
+                      f"(mean {statistics.fmean(whole):.2f}).", ""]
+    for name, (rows, seeds, plan) in results.items():
+        lines += [f"### {name} (`recipes/benchmarks/plan/{REGIMES[name].recipe}`)", "",
+                  f"Truth over {len(seeds)} seeds:", "", "| arm | family | vs baseline (points) | 95% interval | time ratio |",
+                  "|---|---|---:|---|---:|"]
+        lines += [f"| `{r.arm}` | {r.family} | {r.mean:+.2f} ± {r.se:.2f} | {r.low:+.2f} to {r.high:+.2f} | {r.ratio:.2f} |"
+                  for r in sorted(rows, key=lambda r: -r.mean)]
+        if plan is not None:
+            lines += ["", f"Plan: {plan['answer']}."]
+            screened = sum(1 for c in plan["candidates"] if c["trials"])
+            lines.append(f"Screened {screened} of {len(plan['candidates'])} candidates; unit {plan['baseline_seconds']:.1f} s "
+                         f"({plan['unit_source']}); search {plan['search_seconds']:.0f} s, confirmation "
+                         f"{plan['confirm_seconds']:.0f} s.")
+            for c in plan["confirmations"]:
+                looks = "; ".join(f"n={k['n']}: {k['low']:+.2f} to {k['high']:+.2f} (alpha {k['alpha']:.4f}, {k['says']})"
+                                  for k in c["looks"])
+                lines.append(f"Confirmation of `{c['arm']}`: {looks or 'no look yet'}.")
+        lines.append("")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks plan-accuracy", description=__doc__.splitlines()[0])
+    parser.add_argument("--regime", action="append", choices=list(REGIMES), help="only these (default: all)")
+    parser.add_argument("--report-only", action="store_true", help="only read what runs/plan-accuracy/ holds")
+    parser.add_argument("--truth-only", action="store_true", help="measure the truths, run no plan")
+    parser.add_argument("--seeds", type=int, default=SEEDS, help="the truth's seeds (5 for an accuracy claim)")
+    parser.add_argument("--out", default=str(DOC))
+    opts = parser.parse_args(argv)
+    os.chdir(ROOT)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from benchmarks.harness import machine, write_section
+
+    results = {}
+    for name in opts.regime or list(REGIMES):
+        if not opts.report_only:
+            REGIMES[name].prepare()
+        seeds = truth_runs(name, opts.seeds, opts.report_only)
+        plan = None if opts.truth_only else plan_for(name, opts.report_only)
+        results[name] = (truth_table(name, seeds), seeds, plan)
+        print(f"plan-accuracy: {name}: {len(seeds)} truth seeds, plan {'—' if plan is None else plan['pick']}", flush=True)
+    where = OUT / "machine.txt"
+    if not opts.report_only:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text(machine() + "\n")
+    write_section(Path(opts.out), TITLE, section(results, where.read_text().strip() if where.exists() else machine()))
+    print(f"wrote the section '{TITLE}' of {opts.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
