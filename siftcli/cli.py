@@ -374,11 +374,6 @@ def plan(
     settings = PlanSettings(**{name: value for name, value in (("budget", budget), ("tolerance", tolerance), ("seeds", seeds),
                                                                ("workers", workers), ("storage", storage), ("study", study))
                                if value is not None})
-    if not resume:
-        from siftcli.plan.study import DEFAULT_STUDY
-        from siftcli.studies import check_storage
-
-        check_storage(settings.storage, settings.study or DEFAULT_STUDY)
     cfg = None if resume else _load(recipe, set_)
     with _Progress(not quiet and not json_) as progress:
         def events(kind: str, data: dict[str, Any]) -> None:

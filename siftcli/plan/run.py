@@ -112,7 +112,7 @@ class Plan:
         searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
         record.search_seconds = searching.spent(done, searching.is_search, extra)
         record.confirm_seconds = searching.spent(done, lambda phase: not searching.is_search(phase), {})
-        pick = self.pick()
+        pick = self.pick(done)
         if pick is not None:
             pick.outcome = "the search's pick"
         record.confirmations = [] if pick is None or not any(
@@ -120,12 +120,11 @@ class Plan:
             confirming.confirmation(pick, self.confirm_seeds, done, self.metric, record.tolerance, record.horizons)]
         return done, pending
 
-    def pick(self) -> Candidate | None:
-        """The search's pick, once the search has finished (the same on every process: a rule on the finished jobs)."""
-        phases = self.study.phases_queued()
-        if phases <= searching.PROMOTING:
+    def pick(self, done: dict[int, Result]) -> Candidate | None:
+        """The search's pick, once the search has finished (the same on every process: a rule on the finished jobs
+        ``done``, of the record :meth:`refresh` filled from them)."""
+        if self.study.phases_queued() <= searching.PROMOTING:
             return None
-        done, _ = self.study.results()
         if not all(i in done for i, j in enumerate(self.study.jobs()) if searching.is_search(j.phase)):
             return None
         return searching.winner(self.record)
@@ -135,8 +134,8 @@ class Plan:
         seeds stopped (within, worse, inconclusive at the last seed, a failed run)."""
         if searching.is_search(phase) or (phase - searching.CONFIRMING) % 2:
             return False
-        self.refresh()
-        if self.pick() is None:
+        done, _ = self.refresh()
+        if self.pick(done) is None:
             return True
         k = (phase - searching.CONFIRMING) // 2
         conf = self.record.confirmations[0] if self.record.confirmations else None
@@ -172,7 +171,7 @@ class Plan:
             return jobs, {"promoted": arms, "over_budget_promotion": over}
         if phase == searching.PROMOTING:
             return [Job(phase, arm, searching.PROMOTION, seed, "validation") for arm in extra.get("promoted", [])], {}
-        pick = self.pick()
+        pick = self.pick(done)
         k, pick_phase = divmod(phase - searching.CONFIRMING, 2)
         return (confirming.seed_jobs(pick, k, self.confirm_seeds[k], baseline=not pick_phase) if pick else []), {}
 

@@ -48,7 +48,6 @@ FASTER = 0.95
 MIN_BUDGET_SECONDS = 10.0
 #: The plan's search phases, in order; the confirmation's phases follow (two per seed: its baseline, then the pick).
 BASELINES, SCREENING, PROMOTION_BASELINE, PROMOTING = range(4)
-SEARCH_PHASES = (BASELINES, SCREENING, PROMOTION_BASELINE, PROMOTING)
 CONFIRMING = 4
 RUNGS = (SCREEN, PROMOTION)
 
@@ -243,17 +242,15 @@ def promotion_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[
     unit, setup = record.baseline_seconds or 0.0, record.setup_seconds
     chosen = promoted(record)
     room = budget_seconds(record) - spent_so_far - (setup + (unit - setup) * PROMOTION)
-    arms, over = [], {}
-    for c in chosen:
-        cost = predicted_cost(c, unit, PROMOTION, True, setup)
+    costs = {c.arm: predicted_cost(c, unit, PROMOTION, True, setup) for c in chosen}
+    arms = []
+    for arm, cost in costs.items():
         if cost <= room:
             room -= cost
-            arms.append(c.arm)
-        else:
-            over[c.arm] = cost
-    if len(arms) < 2:
-        return [], [], {**over, **{a: predicted_cost(next(c for c in chosen if c.arm == a), unit, PROMOTION, True, setup)
-                                   for a in arms}}
+            arms.append(arm)
+    if len(arms) < 2:  # a rung of one family would compare it with itself: the screen decides
+        return [], [], costs
+    over = {arm: cost for arm, cost in costs.items() if arm not in arms}
     return [Job(PROMOTION_BASELINE, "baseline", PROMOTION, seed, "validation")], arms, over
 
 
@@ -273,6 +270,13 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
     record.screen_noise = noise_points(screen, metric, record.validation_rows) if screen else None
     queued = {(j.arm, j.fidelity) for j in jobs if j.phase in (SCREENING, PROMOTING)}
     pools, fixed = extra.get("pools", {}), extra.get("fixed", {})
+    rungs = {}  # per rung, what every candidate there is held against: the baselines' mean, its noise, its clock
+    for fidelity in RUNGS:
+        values = rung_baselines(results, seed, fidelity)
+        b = find(results, "baseline", fidelity, seed, "validation")
+        noise = noise_points(values if len(values) > 1 else screen, metric, record.validation_rows)
+        rungs[fidelity] = (statistics.fmean(values) if values else None, noise * math.sqrt(1 + 1 / max(1, len(values))),
+                           paid_seconds(b.run) if b is not None and b.run else None)  # type: ignore[arg-type]
     for c in record.candidates:
         c.pool_fraction = pools.get(c.arm, c.pool_fraction)
         c.fixed_cost = fixed.get(c.arm, c.fixed_cost)
@@ -281,23 +285,18 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
             r = find(results, c.arm, fidelity, seed, "validation")
             if r is None:
                 continue
-            values = rung_baselines(results, seed, fidelity)
-            low = statistics.fmean(values) if values else None
+            low, noise, base_paid = rungs[fidelity]
             if r.run is None:
                 c.trials.append(Trial(c.arm, fidelity, r.seconds, None, low, None, "failed", r.error))
                 continue
             value = final_value(r.run)
-            noise = noise_points(screen if fidelity == SCREEN or len(values) < 2 else values, metric,
-                                 record.validation_rows)
-            base_run = find(results, "baseline", fidelity, seed, "validation")
-            base_paid = paid_seconds(base_run.run) if base_run is not None and base_run.run else None  # type: ignore[arg-type]
             ref = r.run.get("reference") or {}
             build = float(ref.get("build_seconds") or 0.0)
             paid = paid_seconds(r.run)  # type: ignore[arg-type]
             ratio = paid / base_paid if base_paid else None
             full = (paid - build + build * fidelity) / base_paid if base_paid else None
             c.trials.append(Trial(c.arm, fidelity, r.seconds, value, low, ratio, "complete",
-                                  gap=diff_points(value, low, metric), noise=noise * math.sqrt(1 + 1 / max(1, len(values))),
+                                  gap=diff_points(value, low, metric), noise=noise,
                                   fixed_seconds=float(ref.get("seconds") or 0.0), predicted_ratio=full))
             subset = r.run.get("subset")
             if c.pool_fraction is None and subset:
