@@ -38,6 +38,8 @@ from benchmarks.entry import DOC, ROOT
 
 OUT = ROOT / "runs" / "plan-accuracy"
 TITLE = "siftcli plan: decision accuracy"
+#: ``siftcli plan``'s default --budget, the one the aim is measured at.
+DEFAULT_BUDGET = 2.0
 TRUTH_SEED = 100
 #: The truth's seeds: an accuracy claim needs five.
 SEEDS = 5
@@ -194,10 +196,19 @@ def judge(pick: str, pick_family: str, rows: list[ArmTruth], seeds: list[dict[st
     return p["ci95"][1] >= -tolerance and mine.ratio <= truth.ratio + 0.1, harmful
 
 
-def plan_for(name: str, report_only: bool) -> dict[str, Any] | None:
+def plan_folder(name: str, budget: float) -> Path:
+    """``runs/plan-accuracy/<regime>/plan`` for the default budget, ``plan-budget<B>`` for another."""
+    return OUT / name / ("plan" if budget == DEFAULT_BUDGET else f"plan-budget{budget:g}")
+
+
+def title(budget: float) -> str:
+    return TITLE if budget == DEFAULT_BUDGET else f"{TITLE} (budget {budget:g})"
+
+
+def plan_for(name: str, report_only: bool, budget: float = 2.0) -> dict[str, Any] | None:
     from siftcli.plan.run import PlanSettings, run_plan
 
-    folder = OUT / name / "plan"
+    folder = plan_folder(name, budget)
     done = folder / "plan.json"
     if done.exists():
         record = json.loads(done.read_text())
@@ -206,30 +217,34 @@ def plan_for(name: str, report_only: bool) -> dict[str, Any] | None:
         return dataclasses.asdict(run_plan(None, resume=str(folder))[1])
     if report_only:
         return None
-    return dataclasses.asdict(run_plan(_recipe(name), PlanSettings(), output=str(folder))[1])
+    return dataclasses.asdict(run_plan(_recipe(name), PlanSettings(budget=budget), output=str(folder))[1])
 
 
 def _cell(r: ArmTruth | None) -> str:
     return "everything" if r is None else f"`{r.arm}` ({r.mean:+.2f} ± {r.se:.2f} at {r.ratio:.2f})"
 
 
-def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[str, Any] | None]], machine: str) -> list[str]:
-    lines = [f"## {TITLE}", "",
-             f"`python -m benchmarks plan-accuracy` ({machine}). Each regime: the truth from every candidate the plan "
-             f"considers trained beside the full baseline over {SEEDS} seeds of their own (paired difference to the "
-             "baseline in points ± SE, at its time ratio), and `siftcli plan` with its defaults (budget 2 baseline runs "
-             "to decide, tolerance 1 point, up to 5 confirming seeds). 'Agrees': the pick's family is the truth's, or "
-             "the pick is within its paired noise of the truth's best (the 95% interval of pick minus best reaches -1 "
-             "point, its time ratio within 0.1). Costs are in the plan's own baseline runs: deciding = the search, "
-             "whole = with the confirmation.", "",
-             "| regime | built for | truth (best) | pick | pick's truth | agrees | worse than tolerance | deciding cost "
-             "| whole cost | confirming seeds (stopped) |", "|---|---|---|---|---|---|---|---:|---:|---|"]
-    right = counted = harmful_n = 0
+def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[str, Any] | None]], machine: str,
+            budget: float = 2.0) -> list[str]:
+    command = "" if budget == DEFAULT_BUDGET else f" --budget {budget:g}"
+    lines = [f"## {title(budget)}", "",
+             f"`python -m benchmarks plan-accuracy{command}` ({machine}). Each regime: the truth from every candidate "
+             f"the plan considers trained beside the full baseline over {SEEDS} seeds of their own (paired difference to "
+             f"the baseline in points ± SE, at its time ratio), and `siftcli plan` with its defaults but the budget "
+             f"(budget {budget:g} baseline runs to decide, tolerance 1 point, up to 5 confirming seeds). 'Agrees': the "
+             "pick's family is the truth's, or the pick is within its paired noise of the truth's best (the 95% "
+             "interval of pick minus best reaches -1 point, its time ratio within 0.1). 'Screen': the rung the "
+             "candidates were screened at and whether the baseline had learned there ('undecided': no screened "
+             "candidate said anything, the answer is 'train on everything' for want of evidence). Costs are in the "
+             "plan's own baseline runs: deciding = the search, whole = with the confirmation.", "",
+             "| regime | built for | truth (best) | screen | pick | pick's truth | agrees | worse than tolerance | "
+             "deciding cost | whole cost | confirming seeds (stopped) |", "|---|---|---|---|---|---|---|---|---:|---:|---|"]
+    right = counted = harmful_n = undecided = 0
     deciding, whole = [], []
     for name, (rows, seeds, plan) in results.items():
         truth = best(rows, 1.0)
         if plan is None or plan["status"] != "completed":
-            lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | (plan not run) | | | | | | |")
+            lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | | (plan not run) | | | | | | |")
             continue
         agrees, harmful = judge(plan["pick"], plan["pick_family"], rows, seeds, plan["tolerance"])
         counted += 1
@@ -242,12 +257,17 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
         conf = plan["confirmations"][0] if plan["confirmations"] else None
         seeds_cell = "—" if conf is None else f"{len(conf['seeds'])} ({conf['stopped'] or 'running'})"
         mine = next((r for r in rows if r.arm == plan["pick"]), None)
-        lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | `{plan['pick']}` | "
+        blind = plan["answer"].startswith("train on everything, undecided")
+        undecided += blind
+        rung = (f"{plan.get('screen_fidelity', 0.125):.2f}, " + ("learned" if plan.get("screen_learned", True) else
+                                                                "untrained") + (" (undecided)" if blind else ""))
+        lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | {rung} | `{plan['pick']}` | "
                      f"{'—' if mine is None else f'{mine.mean:+.2f} ± {mine.se:.2f} at {mine.ratio:.2f}'} | "
                      f"{'yes' if agrees else 'no'} | {'yes' if harmful else 'no'} | {d:.2f} | {w:.2f} | {seeds_cell} |")
     if counted:
         lines += ["", f"Decision accuracy: **{right} of {counted}** regimes ({100 * right / counted:.0f}%); picks worse than "
-                      f"the tolerance: {harmful_n}; deciding cost {min(deciding):.2f} to {max(deciding):.2f} baseline runs "
+                      f"the tolerance: {harmful_n}; undecided (no evidence, 'train on everything'): {undecided}, right "
+                      f"by default where the truth is everything; deciding cost {min(deciding):.2f} to {max(deciding):.2f} baseline runs "
                       f"(mean {statistics.fmean(deciding):.2f}); whole cost {min(whole):.2f} to {max(whole):.2f} "
                       f"(mean {statistics.fmean(whole):.2f}).", ""]
     for name, (rows, seeds, plan) in results.items():
@@ -258,7 +278,11 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
                   for r in sorted(rows, key=lambda r: -r.mean)]
         if plan is not None:
             lines += ["", f"Plan: {plan['answer']}."]
+            from siftcli.plan.run import load_record
+            from siftcli.plan.view import screen_note
+
             screened = sum(1 for c in plan["candidates"] if c["trials"])
+            lines.append(screen_note(load_record(plan)).capitalize() + ".")
             lines.append(f"Screened {screened} of {len(plan['candidates'])} candidates; unit {plan['baseline_seconds']:.1f} s "
                          f"({plan['unit_source']}); search {plan['search_seconds']:.0f} s, confirmation "
                          f"{plan['confirm_seconds']:.0f} s.")
@@ -276,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="only read what runs/plan-accuracy/ holds")
     parser.add_argument("--truth-only", action="store_true", help="measure the truths, run no plan")
     parser.add_argument("--seeds", type=int, default=SEEDS, help="the truth's seeds (5 for an accuracy claim)")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+                        help="the plans' --budget (another than 2 writes its own plan folders and section)")
     parser.add_argument("--out", default=str(DOC))
     opts = parser.parse_args(argv)
     os.chdir(ROOT)
@@ -287,15 +313,16 @@ def main(argv: list[str] | None = None) -> int:
         if not opts.report_only:
             REGIMES[name].prepare()
         seeds = truth_runs(name, opts.seeds, opts.report_only)
-        plan = None if opts.truth_only else plan_for(name, opts.report_only)
+        plan = None if opts.truth_only else plan_for(name, opts.report_only, opts.budget)
         results[name] = (truth_table(name, seeds), seeds, plan)
         print(f"plan-accuracy: {name}: {len(seeds)} truth seeds, plan {'—' if plan is None else plan['pick']}", flush=True)
     where = OUT / "machine.txt"
     if not opts.report_only:
         where.parent.mkdir(parents=True, exist_ok=True)
         where.write_text(machine() + "\n")
-    write_section(Path(opts.out), TITLE, section(results, where.read_text().strip() if where.exists() else machine()))
-    print(f"wrote the section '{TITLE}' of {opts.out}")
+    write_section(Path(opts.out), title(opts.budget),
+                  section(results, where.read_text().strip() if where.exists() else machine(), opts.budget))
+    print(f"wrote the section '{title(opts.budget)}' of {opts.out}")
     return 0
 
 

@@ -14,10 +14,12 @@ class PlannerNotes(TypedDict, total=False):
 
     pools: dict[str, float]  # arm -> share of the pool it trains on
     fixed: dict[str, float]  # arm -> its reference's build, in baseline runs (paid once per seed)
+    upfront: dict[str, float]  # arm -> its own work before training (a near-duplicate search), in baseline runs
     planner_seconds: dict[str, float]  # phase -> seconds
     over_budget: dict[str, float]  # arm -> predicted seconds at the screen, which the budget could not pay
     promoted: list[str]  # the arms the second rung trains (none: the screen decides)
     over_budget_promotion: dict[str, float]  # arm -> predicted seconds at rung 2, which the budget could not pay
+    untrained: float  # the validation metric of the seed's initial weights (or of always answering the commonest label)
 
 
 @dataclass
@@ -36,6 +38,7 @@ class Trial:
     noise: float | None = None  # the gap's standard error at the rung (the baselines' seeds, the rows)
     fixed_seconds: float = 0.0  # seconds this job spent building a reference (not scaled with the rung)
     predicted_ratio: float | None = None  # its full-schedule time over the baseline's, predicted from this rung
+    informative: bool = True  # False: at the untrained level after fewer steps than a baseline that had not learned yet
 
 
 @dataclass
@@ -51,6 +54,8 @@ class Candidate:
     outcome: str = "waiting"  # screening, dropped at the screen, promoted, the search's pick, over budget, ...
     reference: str | None = None  # the reference it builds (paid once per seed, at any rung)
     fixed_cost: float = 0.0  # that reference's build, in baseline runs
+    upfront_cost: float = 0.0  # its own work before training (a near-duplicate search), in baseline runs, every trial
+    exact: bool = False  # the baseline's training at another cost (the teacher's outputs cached): nothing to confirm
 
 
 @dataclass
@@ -115,8 +120,15 @@ class PlanRecord:
     baseline_seconds: float | None = None  # the unit: one full baseline run, predicted or measured (unit_source)
     baseline_metric: float | None = None  # validation, the screen's baseline (mean of its seeds)
     setup_seconds: float = 0.0  # a job's seconds beyond its training (building the run, evaluating it), measured
+    seed_seconds: float = 0.0  # building a seed's workload (its model and data), paid by the first job of a new seed
     unit_source: str = ""  # predicted (from the screen's baseline) or measured (the confirmation's baselines)
     screen_noise: float | None = None  # one run's noise at the screen, in metric points
+    untrained_metric: float | None = None  # validation, before any training: what a rung must beat to say anything
+    screen_fidelity: float = 0.125  # the share of the schedule the candidates were screened at (raised while the
+    #                                 baseline there had learned nothing)
+    promotion_fidelity: float | None = None  # rung 2's share (None: no rung 2, the screen was too close to a full run)
+    probes: list[list[float]] = field(default_factory=list)  # [share of the schedule, validation metric] per probe
+    screen_learned: bool = True  # the screen's baseline left the untrained level (else its gaps are no evidence)
     horizons: list[int] = field(default_factory=list)  # --seeds at the start, then each extension
     validation_rows: int = 0
     evaluation_rows: int = 0

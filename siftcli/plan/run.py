@@ -29,7 +29,7 @@ from siftcli.plan.record import Candidate, Confirmation, Look, PlannerNotes, Pla
 from siftcli.plan.strategies import online_recipe, reference_cost, strategies
 from siftcli.plan.study import DEFAULT_STUDY, Job, PlanStudy, Result
 from siftcli.plan.trials import Trials
-from siftcli.plan.view import plan_html
+from siftcli.plan.view import plan_html, screen_note
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, read_json, write_table
@@ -109,7 +109,7 @@ class Plan:
         if bases:  # the confirmation trained the full schedule: the unit is measured now
             record.baseline_seconds = sum(float(b["total_seconds"]) for b in bases) / len(bases)
             record.unit_source = "measured"
-        searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
+        searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric, self.recipe.epochs)
         record.search_seconds = searching.spent(done, searching.is_search, extra)
         record.confirm_seconds = searching.spent(done, lambda phase: not searching.is_search(phase), {})
         pick = self.pick(done)
@@ -153,24 +153,42 @@ class Plan:
         record, seed, extra = self.record, self.recipe.seed, self.study.extra()
         if phase == searching.BASELINES:
             return searching.search_baselines(seed), {}
+        if phase in searching.DEEPENING:
+            notes: PlannerNotes = {}
+            untrained = extra.get("untrained")
+            if "untrained" not in extra:  # measured once, by the planner of the first deeper probe
+                untrained = self.trials.untrained(seed)
+                own = time.perf_counter() - t0
+                notes = {"untrained": untrained,  # type: ignore[typeddict-item]
+                         "planner_seconds": {**extra.get("planner_seconds", {}), "untrained": own}}
+            spent = record.search_seconds + float(notes.get("planner_seconds", {}).get("untrained", 0.0))
+            return searching.deepen_jobs(record, done, seed, phase, untrained, self.metric, spent), notes
         if phase == searching.SCREENING:
-            ctx = self.trials.context(seed, "validation", searching.SCREEN)
-            ctx.runs["baseline"] = searching.find(done, "baseline", searching.SCREEN, seed, "validation").run  # type: ignore[union-attr]
+            ctx = self.trials.context(seed, "validation", record.screen_fidelity)
+            ctx.runs["baseline"] = searching.find(done, "baseline", record.screen_fidelity, seed, "validation").run  # type: ignore[union-attr]
             w = ctx.workload
-            pools, fixed = searching.measure(
-                record.candidates, lambda arm: arm_row(arm).derive(ctx, arm).subset, len(w.train_data),
-                lambda kind: reference_cost(self.recipe, kind, len(w.holdout_data or []), len(w.train_data)))
+
+            def derive(arm: str) -> tuple[list[int] | None, float]:
+                chosen = arm_row(arm).derive(ctx, arm)
+                return chosen.subset, sum(chosen.upfront.values())
+
+            pools, fixed, upfront = searching.measure(
+                record.candidates, derive, len(w.train_data),
+                lambda kind: reference_cost(self.recipe, kind, len(w.holdout_data or []), len(w.train_data)),
+                record.baseline_seconds or 0.0)
             for c in record.candidates:
                 c.pool_fraction, c.fixed_cost = pools.get(c.arm, c.pool_fraction), fixed.get(c.arm, c.fixed_cost)
+                c.upfront_cost = upfront.get(c.arm, c.upfront_cost)
             own = time.perf_counter() - t0
             jobs, over = searching.screen_jobs(record, seed, record.search_seconds + own)
-            return jobs, {"pools": pools, "fixed": fixed, "over_budget": over,
+            return jobs, {"pools": pools, "fixed": fixed, "upfront": upfront, "over_budget": over,
                           "planner_seconds": {**extra.get("planner_seconds", {}), "screen": own}}
         if phase == searching.PROMOTION_BASELINE:
-            jobs, arms, over = searching.promotion_jobs(record, seed, record.search_seconds)
+            jobs, arms, over = searching.promotion_jobs(record, done, seed, record.search_seconds)
             return jobs, {"promoted": arms, "over_budget_promotion": over}
         if phase == searching.PROMOTING:
-            return [Job(phase, arm, searching.PROMOTION, seed, "validation") for arm in extra.get("promoted", [])], {}
+            return [Job(phase, arm, record.promotion_fidelity, seed, "validation")  # type: ignore[arg-type]
+                    for arm in extra.get("promoted", [])], {}
         pick = self.pick(done)
         k, pick_phase = divmod(phase - searching.CONFIRMING, 2)
         return (confirming.seed_jobs(pick, k, self.confirm_seeds[k], baseline=not pick_phase) if pick else []), {}
@@ -254,24 +272,28 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         if not (folder / "plan.json").exists():
             raise SiftcliError(f"--resume {resume}: not a plan folder (no plan.json)")
         claim(folder)
-        record = load_record(read_json(folder / "plan.json"))
-        if not record.study:
-            raise SiftcliError(f"--resume {resume}: this plan was written by an earlier siftcli without a study; run "
-                               "the plan again")
+        saved = read_json(folder / "plan.json")
+        record = load_record(saved)
+        if not record.study or "screen_fidelity" not in saved:
+            raise SiftcliError(f"--resume {resume}: this plan was written by an earlier siftcli whose search ran other "
+                               "phases; run the plan again")
         record.horizons = record.horizons or [record.seeds]  # a plan written before confirmations stopped early
         if extend_seeds is not None:
             _extend(record, extend_seeds, resume)
         recipe = load_recipe(folder / "recipe.yaml")
+        built = time.perf_counter()
         first = build_workload(recipe)
+        record.seed_seconds = record.seed_seconds or time.perf_counter() - built
     else:
         assert recipe is not None
         s = settings or PlanSettings()
         studies.check_storage(s.storage, s.study or DEFAULT_STUDY)  # a server that does not answer: now, not later
         candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
+        built = time.perf_counter()
         first, folder = prepare(recipe, output, "-plan", check=lambda workload: split_eval(len(workload.eval_data)))
         record = PlanRecord("running", recipe.name, first.metric, s.budget, s.tolerance, s.seeds, candidates=candidates,
                             skipped=skipped, storage=s.storage, study=s.study or DEFAULT_STUDY, workers=s.workers,
-                            horizons=[s.seeds])
+                            horizons=[s.seeds], seed_seconds=time.perf_counter() - built)
     _threads(record.workers)
     rows = _rows(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])
@@ -392,6 +414,19 @@ def _decide(record: PlanRecord) -> None:
     plan pays."""
     ok = [c for c in record.confirmations if c.within_tolerance and c.time_ratio <= searching.FASTER]
     cost = record.search_seconds + record.confirm_seconds
+    exact = searching.exact_pick(record)
+    unit = record.baseline_seconds or 0.0
+    if exact is not None and (not ok or searching.full_time(exact, unit) < ok[0].time_ratio * unit):
+        ratio = searching.full_time(exact, unit) / unit if unit else 1.0
+        record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = \
+            exact.arm, exact.family, ratio, None
+        saving = unit * (1 - ratio)
+        record.payback_runs = cost / saving if saving > 0 else None
+        also = (f" (faster than {ok[0].arm}, confirmed at {ok[0].time_ratio:.2f} of the time)" if ok else
+                f" ({_confirmed(record)})" if record.confirmations else "")
+        record.answer = (f"{exact.family}: {exact.arm}, the baseline's training at {ratio:.2f} of its time (predicted "
+                         f"from the screen); its results are the baseline's, so there is nothing to confirm{also}")
+        return
     if not ok:
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = "baseline", "everything", 1.0, None
         record.payback_runs = None
@@ -402,19 +437,16 @@ def _decide(record: PlanRecord) -> None:
                              "--budget to compare them")
             return
         if not record.confirmations:
+            told = [c for c in screened if any(t.informative for t in c.trials if t.status == "complete")]
+            if not told:
+                record.answer = (f"train on everything, undecided: no screened strategy said anything ({len(screened)} of "
+                                 f"{len(record.candidates)} screened, each too short to tell: {screen_note(record)})")
+                return
             record.answer = ("train on everything: no strategy was within the tolerance of the baseline at less time on "
-                             f"the validation split ({len(screened)} of {len(record.candidates)} screened)")
+                             f"the validation split ({len(screened)} of {len(record.candidates)} screened, "
+                             f"{len(screened) - len(told)} of them too short to tell)")
             return
-        c = record.confirmations[0]
-        v = c.versus[0]
-        said = (f"{c.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {c.time_ratio:.2f} of the time"
-                if v.n else f"{c.arm}: no paired seed")
-        why = {"worse": "worse than the tolerance", "failed": "a confirming run failed",
-               "within": f"within the tolerance but not faster ({c.time_ratio:.2f} of the time, over "
-                         f"{searching.FASTER:g})"}.get(
-            c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "
-                       f"`siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds")
-        record.answer = f"train on everything: the confirmation found {said}, {why}"
+        record.answer = f"train on everything: {_confirmed(record)}"
         return
     best = ok[0]
     family = next(c.family for c in record.candidates if c.arm == best.arm)
@@ -425,6 +457,20 @@ def _decide(record: PlanRecord) -> None:
     record.answer = (f"{family}: {best.arm} at {best.time_ratio:.2f} of the baseline's time, "
                      f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it, confirmed after "
                      f"{len(best.seeds)} seeds")
+
+
+def _confirmed(record: PlanRecord) -> str:
+    """What the confirmation found, in a line."""
+    c = record.confirmations[0]
+    v = c.versus[0]
+    said = (f"{c.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {c.time_ratio:.2f} of the time"
+            if v.n else f"{c.arm}: no paired seed")
+    why = {"worse": "worse than the tolerance", "failed": "a confirming run failed",
+           "within": f"within the tolerance but not faster ({c.time_ratio:.2f} of the time, over "
+                     f"{searching.FASTER:g})"}.get(
+        c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "
+                   f"`siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds")
+    return f"the confirmation found {said}, {why}"
 
 
 def _write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) -> None:

@@ -1,15 +1,22 @@
 """Candidates, a budget and the finished jobs in; the next phase's jobs and every candidate's trials out: successive
-halving by evidence, every family screened first.
+halving by evidence, every family screened first, at a rung where the baseline has learned something.
 
 The plan never trains a full-schedule run to choose: it screens every candidate at a small share of its own schedule
-(``SCREEN``, fully decayed there, on the validation half), beside two baselines at the same rung whose spread is the
-rung's noise; promotes the best families by their paired gap to that baseline (ties, gaps within the noise, broken by
-the predicted time) to a second rung (``PROMOTION``) when more than one is left; and hands the winner to the
-confirmation (:mod:`siftcli.plan.confirm`), which trains at the full schedule on fresh seeds. A family is dropped only
-when its gap is beyond the tolerance *and* its noise, so a rung too short to tell two families apart keeps both.
+(fully decayed there, on the validation half), beside two baselines at the same rung whose spread is the rung's noise;
+promotes the best families by their paired gap to that baseline (ties, gaps within the noise, broken by the predicted
+time) to a second rung when more than one is left; and hands the winner to the confirmation
+(:mod:`siftcli.plan.confirm`), which trains at the full schedule on fresh seeds. A family is dropped only when its gap
+is beyond the tolerance *and* its noise, so a rung too short to tell two families apart keeps both.
 
-The unit of cost is one full baseline run: predicted from the screen's baseline (its training clock scaled up to the
-whole schedule) until the confirmation trains one, measured after. A job is queued only while its prediction fits the
+A rung says something only where the baseline there has left the untrained level (the validation metric of the seed's
+initial weights, or of always answering the commonest label): a model trained from scratch sits there for the first
+part of its schedule, and every candidate ties with it. So the screen's rung starts at an eighth of the schedule and is
+doubled (``PROBES``, one baseline each) while the baseline there has learned nothing and the budget keeps a third of
+itself for the candidates; and a candidate still at the untrained level after fewer steps than a baseline that had not
+learned either is "too short to tell" (:attr:`Trial.informative`), never dropped for it.
+
+The unit of cost is one full baseline run: predicted from the first probe (its training clock scaled up to the whole
+schedule) until the confirmation trains one, measured after. A job is queued only while its prediction fits the
 budget; a candidate that does not fit is listed with its predicted cost, never left out silently.
 
 Every function here is a decision on data (the record, the finished jobs); :mod:`siftcli.plan.trials` trains a job and
@@ -30,11 +37,19 @@ from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.training.record import RunMetrics, final_value, paid_seconds
 
-#: The screening rung: every candidate trains this share of its own schedule (a filter at a quarter of the pool: a
-#: thirty-second of the baseline's steps), schedule fully decayed there.
+#: The first screening rung: every candidate trains this share of its own schedule (a filter at a quarter of the pool:
+#: a thirty-second of the baseline's steps), schedule fully decayed there.
 SCREEN = 1 / 8
-#: The second rung, for the families the screen could not tell apart.
-PROMOTION = 1 / 3
+#: The rungs the screen's baseline is tried at, in turn, while it has not left the untrained level.
+PROBES = (SCREEN, 1 / 4, 1 / 2)
+#: A deeper probe is taken while it and the screen's noise baseline there leave the search this share of its budget
+#: spent at most: a screen at a rung where the baseline learned nothing says nothing, so the budget goes to finding
+#: one that learned before it goes to candidates, as long as a third of it is left for them.
+DEEPEN_SHARE = 2 / 3
+#: The second rung, for the families the screen could not tell apart (or could not tell at all: too short), is this
+#: many times the screen's (its baseline may be a probe already trained); none when that reaches the full schedule
+#: (the confirmation trains it).
+PROMOTION_STEP = 2
 #: The screen's second baseline trains from this seed (offset from the plan's; the confirmation's are seed + 1 ...).
 NOISE_SEED = 1000
 #: At most this many families reach the second rung (and at least half of those screened, rounded up, while they last).
@@ -46,10 +61,13 @@ Z = 2.0
 FASTER = 0.95
 #: The least a search may spend, whatever ``--budget`` says in runs (:func:`budget_seconds`).
 MIN_BUDGET_SECONDS = 10.0
-#: The plan's search phases, in order; the confirmation's phases follow (two per seed: its baseline, then the pick).
-BASELINES, SCREENING, PROMOTION_BASELINE, PROMOTING = range(4)
-CONFIRMING = 4
-RUNGS = (SCREEN, PROMOTION)
+#: The plan's search phases, in order (the first probe; the deeper probes, one phase each; the screen with its noise
+#: baseline; rung 2); the confirmation's phases follow (two per seed: its baseline, then the pick).
+BASELINES = 0
+DEEPENING = tuple(range(1, len(PROBES)))
+SCREENING = len(PROBES)
+PROMOTION_BASELINE, PROMOTING = SCREENING + 1, SCREENING + 2
+CONFIRMING = SCREENING + 3
 
 
 def confirm_phases(k: int) -> tuple[int, int]:
@@ -95,7 +113,7 @@ def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference
         t = ran[-1]
         return setup + max(0.0, t.seconds - t.fixed_seconds - setup) * fidelity / t.fidelity
     share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
-    return setup + (unit - setup) * fidelity * (share + candidate.extra_cost) + \
+    return setup + (unit - setup) * fidelity * (share + candidate.extra_cost) + unit * candidate.upfront_cost + \
         (0.0 if reference_paid else unit * candidate.fixed_cost)
 
 
@@ -106,14 +124,20 @@ def full_time(candidate: Candidate, unit: float) -> float:
     if ran:
         return unit * ran[-1].predicted_ratio  # type: ignore[operator]
     share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
-    return unit * (share + candidate.extra_cost + candidate.fixed_cost)
+    return unit * (share + candidate.extra_cost + candidate.fixed_cost + candidate.upfront_cost)
 
 
-def breadth_first(candidates: list[Candidate], unit: float) -> list[Candidate]:
+def job_cost(record: PlanRecord, fidelity: float) -> float:
+    """A baseline job's predicted seconds at ``fidelity``: its setup, and its share of a run's training."""
+    unit, setup = record.baseline_seconds or 0.0, record.setup_seconds
+    return setup + (unit - setup) * fidelity
+
+
+def breadth_first(candidates: list[Candidate], unit: float, fidelity: float = SCREEN) -> list[Candidate]:
     """The screen's order: each family's cheapest first, families by that cost, then each family's next, ... so a
     budget that runs out leaves every family screened rather than every setting of the cheapest one."""
     families: dict[str, list[Candidate]] = {}
-    for c in sorted(candidates, key=lambda c: predicted_cost(c, unit, SCREEN)):
+    for c in sorted(candidates, key=lambda c: predicted_cost(c, unit, fidelity)):
         families.setdefault(c.family, []).append(c)
     order: list[Candidate] = []
     while any(families.values()):
@@ -159,35 +183,54 @@ def noise_points(values: list[float], metric: Any, rows: int) -> float:
     return max(spread, floor)
 
 
-def trial_at(c: Candidate, fidelity: float) -> Trial | None:
+def learned(value: float | None, untrained: float | None, metric: Any, rows: int) -> bool:
+    """Whether a run at ``value`` has left the untrained level: better than it by more than ``Z`` times the validation
+    rows' own noise there (always, while the untrained level is not known)."""
+    if untrained is None or value is None:
+        return True
+    return (diff_points(value, untrained, metric) or 0.0) > Z * noise_points([value], metric, rows)
+
+
+def steps_share(c: Candidate) -> float:
+    """The share of the baseline's steps a candidate trains on its full schedule (the part of the pool it keeps)."""
+    return c.pool_fraction if c.pool_fraction is not None else 1.0
+
+
+def trial_at(c: Candidate, fidelity: float | None) -> Trial | None:
     return next((t for t in c.trials if t.fidelity == fidelity and t.status == "complete"), None)
 
 
 def dropped(t: Trial, tolerance: float) -> bool:
     """Worse than the baseline at its rung by more than the tolerance and its noise together: the one way a family
-    leaves the search on evidence."""
-    return t.gap is None or t.gap < -(tolerance + Z * (t.noise or 0.0))
+    leaves the search on evidence (a trial too short to tell is no evidence)."""
+    return t.gap is None or (t.informative and t.gap < -(tolerance + Z * (t.noise or 0.0)))
 
 
 def order(candidates: list[Candidate], fidelity: float, unit: float) -> list[Candidate]:
     """Best first at a rung: those whose gap is within the noise of the best gap (ties), cheapest predicted time first,
-    then the rest by gap."""
+    then the rest by gap, then those too short to tell, the most steps first (the likeliest to tell at the next rung)."""
     scored = [(c, trial_at(c, fidelity)) for c in candidates]
     scored = [(c, t) for c, t in scored if t is not None and t.gap is not None]
-    if not scored:
-        return []
-    top = max(t.gap for _, t in scored)  # type: ignore[type-var]
-    tied = [c for c, t in scored if t.gap >= top - Z * (t.noise or 0.0)]  # type: ignore[operator]
-    rest = sorted((c for c, _ in scored if c not in tied), key=lambda c: -trial_at(c, fidelity).gap)  # type: ignore[union-attr,operator]
-    return sorted(tied, key=lambda c: full_time(c, unit)) + rest
+    known = [(c, t) for c, t in scored if t.informative]
+    unknown = sorted((c for c, t in scored if not t.informative), key=lambda c: (-steps_share(c), full_time(c, unit)))
+    if not known:
+        return unknown
+    top = max(t.gap for _, t in known)  # type: ignore[type-var]
+    tied = [c for c, t in known if t.gap >= top - Z * (t.noise or 0.0)]  # type: ignore[operator]
+    rest = sorted((c for c, _ in known if c not in tied), key=lambda c: -trial_at(c, fidelity).gap)  # type: ignore[union-attr,operator]
+    return sorted(tied, key=lambda c: full_time(c, unit)) + rest + unknown
 
 
-def ranked(record: PlanRecord, fidelity: float) -> list[Candidate]:
-    """The families at a rung, each by its best member, best first (:func:`order`), those dropped on evidence and those
-    not faster than the baseline (predicted over ``FASTER`` of its time) left out."""
+def ranked(record: PlanRecord, fidelity: float | None, evidence: bool = False) -> list[Candidate]:
+    """The families at a rung, each by its best member, best first (:func:`order`), those dropped on evidence, those
+    not faster than the baseline (predicted over ``FASTER`` of its time) and the exact ones (the baseline's training at
+    another cost: nothing to choose or confirm, :func:`exact_pick`) left out; ``evidence``: those too short to tell
+    left out too."""
     unit = record.baseline_seconds or 0.0
+    if fidelity is None:
+        return []
     alive = [c for c in record.candidates if (t := trial_at(c, fidelity)) is not None and not dropped(t, record.tolerance)
-             and full_time(c, unit) <= FASTER * unit]
+             and full_time(c, unit) <= FASTER * unit and not c.exact and (t.informative or not evidence)]
     families: dict[str, list[Candidate]] = {}
     for c in alive:
         families.setdefault(c.family, []).append(c)
@@ -196,53 +239,109 @@ def ranked(record: PlanRecord, fidelity: float) -> list[Candidate]:
 
 def promoted(record: PlanRecord) -> list[Candidate]:
     """Successive halving after the screen: the better half of the families left (at most ``PROMOTE``), best first."""
-    families = ranked(record, SCREEN)
+    families = ranked(record, record.screen_fidelity)
     return families[:min(PROMOTE, max(1, math.ceil(len(families) / 2)))] if len(families) > 1 else []
 
 
 def winner(record: PlanRecord) -> Candidate | None:
-    """What the search hands to the confirmation: the best family at the highest rung it reached (a family left alone
-    by the screen goes straight on), unless every family was dropped there on evidence. A gap below the tolerance but
-    within its noise is not evidence against a family: the confirmation, at the full schedule, decides."""
-    for fidelity in (PROMOTION, SCREEN):
-        if fidelity == PROMOTION and not any(trial_at(c, PROMOTION) for c in record.candidates):
-            continue
-        best = ranked(record, fidelity)
-        return best[0] if best else None
-    return None
+    """What the search hands to the confirmation: the best family at rung 2, or, where rung 2 left none (or did not
+    run), the best at the screen of the families rung 2 did not try; none when every family was dropped on evidence
+    or none said anything (a trial too short to tell is no reason to spend a confirmation on it), and none predicted
+    slower than an exact candidate (:func:`exact_pick`: the baseline's results at its time). A gap below the tolerance
+    but within its noise is not evidence against a family: the confirmation, at the full schedule, decides."""
+    promotion, unit, exact = record.promotion_fidelity, record.baseline_seconds or 0.0, exact_pick(record)
+    bar = full_time(exact, unit) if exact is not None else math.inf  # the exact one is as good as the baseline, and
+    best = [c for c in ranked(record, promotion, evidence=True) if full_time(c, unit) < bar]  # a slower pick loses to it
+    if best:
+        return best[0]
+    tried = {c.family for c in record.candidates if trial_at(c, promotion) is not None}
+    rest = [c for c in ranked(record, record.screen_fidelity, evidence=True)
+            if c.family not in tried and full_time(c, unit) < bar]
+    return rest[0] if rest else None
+
+
+def exact_pick(record: PlanRecord) -> Candidate | None:
+    """The fastest exact candidate (the baseline's training at another cost, such as the teacher's outputs cached)
+    predicted at most ``FASTER`` of the baseline's time: the answer where no confirmed strategy is faster, with nothing
+    to confirm (its results are the baseline's)."""
+    unit = record.baseline_seconds or 0.0
+    fast = [c for c in record.candidates if c.exact and trial_at(c, record.screen_fidelity) is not None
+            and full_time(c, unit) <= FASTER * unit]
+    return min(fast, key=lambda c: full_time(c, unit)) if fast else None
 
 
 # -- the phases' decisions -------------------------------------------------------------------------------------------
 def search_baselines(seed: int) -> list[Job]:
-    """The baseline at the screen, from two seeds: the yardstick of every screened candidate and its noise."""
-    return [Job(BASELINES, "baseline", SCREEN, s, "validation") for s in (seed, seed + NOISE_SEED)]
+    """The baseline at the first probe: the unit's first prediction, and the first look at whether the rung learns."""
+    return [Job(BASELINES, "baseline", SCREEN, seed, "validation")]
+
+
+def probe_values(results: dict[int, Result], seed: int) -> list[tuple[float, float]]:
+    """The baseline's validation metric at each probe that ran for ``seed``, in probe order."""
+    out = []
+    for r in sorted(results.values(), key=lambda r: r.job.fidelity):
+        if r.job.phase in (BASELINES, *DEEPENING) and r.job.seed == seed and r.run is not None and \
+                (value := final_value(r.run)) is not None:
+            out.append((r.job.fidelity, value))
+    return out
+
+
+def screen_rung(results: dict[int, Result], seed: int, untrained: float | None, metric: Any, rows: int) -> float:
+    """The screen's rung: the first probe whose baseline learned, else the deepest probe that ran."""
+    probes = probe_values(results, seed)
+    for fidelity, value in probes:
+        if learned(value, untrained, metric, rows):
+            return fidelity
+    return probes[-1][0] if probes else SCREEN
+
+
+def deepen_jobs(record: PlanRecord, results: dict[int, Result], seed: int, phase: int, untrained: float | None,
+                metric: Any, spent_so_far: float) -> list[Job]:
+    """The next probe, when the deepest one so far has not left the untrained level and the budget, after it and the
+    screen's noise baseline there, keeps a third of itself for the candidates (``DEEPEN_SHARE``)."""
+    fidelity = PROBES[DEEPENING.index(phase) + 1]
+    probes = probe_values(results, seed)
+    if not probes or probes[-1][0] != PROBES[DEEPENING.index(phase)] or \
+            learned(probes[-1][1], untrained, metric, record.validation_rows):
+        return []
+    if spent_so_far + 2 * job_cost(record, fidelity) + record.seed_seconds > budget_seconds(record) * DEEPEN_SHARE:
+        return []
+    return [Job(phase, "baseline", fidelity, seed, "validation")]
 
 
 def screen_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[list[Job], dict[str, float]]:
-    """Breadth first while the predicted cost fits the budget, room kept for the second rung; and the predicted seconds
-    of each candidate that did not fit."""
-    unit, setup = record.baseline_seconds or 0.0, record.setup_seconds
-    room = budget_seconds(record) - spent_so_far - (setup + (unit - setup) * PROMOTION) * 2
-    jobs, over, paid = [], {}, set()
-    for c in breadth_first(record.candidates, unit):
-        cost = predicted_cost(c, unit, SCREEN, c.reference in paid, setup)
+    """The screen's second baseline (its noise), then the candidates breadth first while the predicted cost fits the
+    budget, room kept for the second rung where it can be paid; and the predicted seconds of each candidate that did
+    not fit."""
+    unit, setup, fidelity = record.baseline_seconds or 0.0, record.setup_seconds, record.screen_fidelity
+    room = budget_seconds(record) - spent_so_far - job_cost(record, fidelity) - record.seed_seconds  # a new seed
+    reserve = 2 * job_cost(record, record.promotion_fidelity) if record.promotion_fidelity else 0.0
+    if reserve <= room / 2:  # a second rung that would take more than half of what is left is not reserved for
+        room -= reserve
+    jobs, over, paid = [Job(SCREENING, "baseline", fidelity, seed + NOISE_SEED, "validation")], {}, set()
+    for c in breadth_first(record.candidates, unit, fidelity):
+        cost = predicted_cost(c, unit, fidelity, c.reference is not None and c.reference in paid, setup)
         if cost <= room:
             room -= cost
-            jobs.append(Job(SCREENING, c.arm, SCREEN, seed, "validation"))
+            jobs.append(Job(SCREENING, c.arm, fidelity, seed, "validation"))
             paid.add(c.reference)
         else:
             over[c.arm] = cost
     return jobs, over
 
 
-def promotion_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[list[Job], list[str], dict[str, float]]:
+def promotion_jobs(record: PlanRecord, results: dict[int, Result], seed: int,
+                   spent_so_far: float) -> tuple[list[Job], list[str], dict[str, float]]:
     """The second rung, decided at once: its baseline and the promoted families, cheapest first, while their
     predictions fit; the rung is skipped (the screen decides) unless the baseline and two families fit. Returns the
     baseline's job, the arms to train after it, and the predicted seconds of those that did not fit."""
-    unit, setup = record.baseline_seconds or 0.0, record.setup_seconds
-    chosen = promoted(record)
-    room = budget_seconds(record) - spent_so_far - (setup + (unit - setup) * PROMOTION)
-    costs = {c.arm: predicted_cost(c, unit, PROMOTION, True, setup) for c in chosen}
+    unit, setup, fidelity = record.baseline_seconds or 0.0, record.setup_seconds, record.promotion_fidelity
+    chosen = promoted(record) if fidelity is not None else []
+    if fidelity is None:
+        return [], [], {}
+    known = find(results, "baseline", fidelity, seed, "validation") is not None  # a probe trained it already
+    room = budget_seconds(record) - spent_so_far - (0.0 if known else job_cost(record, fidelity))
+    costs = {c.arm: predicted_cost(c, unit, fidelity, True, setup) for c in chosen}
     arms = []
     for arm, cost in costs.items():
         if cost <= room:
@@ -251,57 +350,81 @@ def promotion_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[
     if len(arms) < 2:  # a rung of one family would compare it with itself: the screen decides
         return [], [], costs
     over = {arm: cost for arm, cost in costs.items() if arm not in arms}
-    return [Job(PROMOTION_BASELINE, "baseline", PROMOTION, seed, "validation")], arms, over
+    return [] if known else [Job(PROMOTION_BASELINE, "baseline", fidelity, seed, "validation")], arms, over
 
 
 # -- the record, from the finished jobs ------------------------------------------------------------------------------
 def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result], extra: PlannerNotes, seed: int,
-                metric: Any) -> None:
-    """Every candidate's trials and outcome, the unit and the screen's baseline, from the study (the same on every
-    process)."""
-    base = find(results, "baseline", SCREEN, seed, "validation")
-    if base is not None and base.run is not None:
-        record.setup_seconds = max(0.0, base.seconds - float(base.run["train_seconds"]))
+                metric: Any, epochs: float) -> None:
+    """Every candidate's trials and outcome, the unit, the rungs and the screen's baseline, from the study (the same on
+    every process). ``epochs``: the recipe's, to price what a teacher's cache saves after the first."""
+    first = find(results, "baseline", SCREEN, seed, "validation")
+    if first is not None and first.run is not None:
+        record.setup_seconds = max(0.0, first.seconds - float(first.run["train_seconds"]))
         if record.unit_source != "measured":
-            record.baseline_seconds = unit_from(base.seconds, base.run, SCREEN)
+            record.baseline_seconds = unit_from(first.seconds, first.run, SCREEN)
             record.unit_source = "predicted"
-    screen = rung_baselines(results, seed, SCREEN)
-    record.baseline_metric = statistics.fmean(screen) if screen else None
-    record.screen_noise = noise_points(screen, metric, record.validation_rows) if screen else None
+    rows, untrained = record.validation_rows, extra.get("untrained")
+    record.untrained_metric = untrained
+    record.screen_fidelity = screen = screen_rung(results, seed, untrained, metric, rows)
+    record.probes = [[f, v] for f, v in probe_values(results, seed)]
+    record.screen_learned = all(learned(v, untrained, metric, rows) for f, v in record.probes if f == screen)
+    record.promotion_fidelity = screen * PROMOTION_STEP if screen * PROMOTION_STEP < 1 else None
+    values = rung_baselines(results, seed, screen)
+    record.baseline_metric = statistics.fmean(values) if values else None
+    record.screen_noise = noise_points(values, metric, rows) if values else None
+    # the baselines that had not learned yet: a candidate at the untrained level after no more steps is no evidence
+    unlearned = [r.job.fidelity for r in results.values() if r.job.arm == "baseline" and r.job.split == "validation"
+                 and r.run and not learned(final_value(r.run), untrained, metric, rows)]
     queued = {(j.arm, j.fidelity) for j in jobs if j.phase in (SCREENING, PROMOTING)}
-    pools, fixed = extra.get("pools", {}), extra.get("fixed", {})
+    pools, fixed, upfront = extra.get("pools", {}), extra.get("fixed", {}), extra.get("upfront", {})
     rungs = {}  # per rung, what every candidate there is held against: the baselines' mean, its noise, its clock
-    for fidelity in RUNGS:
-        values = rung_baselines(results, seed, fidelity)
+    for fidelity in (screen, record.promotion_fidelity):
+        if fidelity is None:
+            continue
+        here = rung_baselines(results, seed, fidelity)
         b = find(results, "baseline", fidelity, seed, "validation")
-        noise = noise_points(values if len(values) > 1 else screen, metric, record.validation_rows)
-        rungs[fidelity] = (statistics.fmean(values) if values else None, noise * math.sqrt(1 + 1 / max(1, len(values))),
+        noise = noise_points(here if len(here) > 1 else values, metric, rows) if (here or values) else 0.0
+        rungs[fidelity] = (statistics.fmean(here) if here else None, noise * math.sqrt(1 + 1 / max(1, len(here))),
                            paid_seconds(b.run) if b is not None and b.run else None)  # type: ignore[arg-type]
     for c in record.candidates:
         c.pool_fraction = pools.get(c.arm, c.pool_fraction)
         c.fixed_cost = fixed.get(c.arm, c.fixed_cost)
+        c.upfront_cost = upfront.get(c.arm, c.upfront_cost)
         c.trials = []
-        for fidelity in RUNGS:
+        for fidelity, (low, noise, base_paid) in rungs.items():
             r = find(results, c.arm, fidelity, seed, "validation")
             if r is None:
                 continue
-            low, noise, base_paid = rungs[fidelity]
             if r.run is None:
                 c.trials.append(Trial(c.arm, fidelity, r.seconds, None, low, None, "failed", r.error))
                 continue
             value = final_value(r.run)
-            ref = r.run.get("reference") or {}
-            build = float(ref.get("build_seconds") or 0.0)
-            paid = paid_seconds(r.run)  # type: ignore[arg-type]
-            ratio = paid / base_paid if base_paid else None
-            full = (paid - build + build * fidelity) / base_paid if base_paid else None
-            c.trials.append(Trial(c.arm, fidelity, r.seconds, value, low, ratio, "complete",
-                                  gap=diff_points(value, low, metric), noise=noise,
-                                  fixed_seconds=float(ref.get("seconds") or 0.0), predicted_ratio=full))
             subset = r.run.get("subset")
             if c.pool_fraction is None and subset:
                 c.pool_fraction = subset["samples"] / max(1, subset["of"])
+            ref = r.run.get("reference") or {}
+            paid = paid_seconds(r.run)  # type: ignore[arg-type]
+            full = full_seconds(r.run, fidelity, epochs)
+            short = not learned(value, untrained, metric, rows) and any(
+                g >= fidelity * steps_share(c) - 1e-9 for g in unlearned)
+            c.trials.append(Trial(c.arm, fidelity, r.seconds, value, low, paid / base_paid if base_paid else None,
+                                  "complete", gap=diff_points(value, low, metric), noise=noise,
+                                  fixed_seconds=float(ref.get("seconds") or 0.0),
+                                  predicted_ratio=full * fidelity / base_paid if base_paid else None,
+                                  informative=not short))
         c.outcome = _outcome(c, record, queued, extra)
+
+
+def full_seconds(run: RunMetrics, fidelity: float, epochs: float) -> float:
+    """A rung's run scaled to the full schedule: its training by the rung's inverse, its reference's build once, and a
+    cached teacher's forwards as the first epoch's only (a rung inside the first epoch ran them on every step; one past
+    it ran them once)."""
+    ref = run.get("reference") or {}
+    build = float(ref.get("build_seconds") or 0.0)
+    teacher = float(run.get("phases", {}).get("teacher", 0.0)) if (run.get("teacher") or {}).get("cached") else 0.0
+    rest = paid_seconds(run) - build - teacher
+    return rest / fidelity + build + teacher / min(1.0, fidelity * epochs)
 
 
 def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes) -> str:
@@ -310,41 +433,47 @@ def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes)
     if not c.trials:
         if c.arm in over:
             return f"over budget: predicted {over[c.arm]:.0f} s at the screen"
-        if (c.arm, SCREEN) in queued:
+        if (c.arm, record.screen_fidelity) in queued:
             return "screening"
         return "waiting"
     failed = next((t for t in c.trials if t.status == "failed"), None)
     if failed is not None:
         return "failed"
     last = c.trials[-1]
-    rung = "screen" if last.fidelity == SCREEN else "rung 2"
-    if dropped(last, record.tolerance):
-        return f"dropped at the {rung}: worse beyond the tolerance and its noise"
+    rung = "screen" if last.fidelity == record.screen_fidelity else "rung 2"
     if full_time(c, unit) > FASTER * unit:
         return f"stopped at the {rung}: not faster than the baseline (predicted over {FASTER:g} of its time)"
-    if last.fidelity == SCREEN and c.arm in extra.get("promoted", []):
-        return "promoted: rung 2"
-    if last.fidelity == SCREEN and c.arm in extra.get("over_budget_promotion", {}):
+    if c.exact:
+        return (f"the baseline's training at {full_time(c, unit) / unit:.2f} of its time (predicted): nothing to confirm, "
+                "its results are the baseline's")
+    if dropped(last, record.tolerance):
+        return f"dropped at the {rung}: worse beyond the tolerance and its noise"
+    short = "" if last.informative else " (too short to tell)"
+    if last.fidelity == record.screen_fidelity and c.arm in extra.get("promoted", []):
+        return "promoted: rung 2" + short
+    if last.fidelity == record.screen_fidelity and c.arm in extra.get("over_budget_promotion", {}):
         return (f"promoted, over budget at rung 2 (predicted {extra['over_budget_promotion'][c.arm]:.0f} s): the screen "
                 "decides")
-    return f"stopped at the {rung}"
+    return f"stopped at the {rung}" + short
 
 
-def measure(candidates: list[Candidate], derive: Callable[[str], list[int] | None], n: int,
-            reference_cost: Callable[[str], float]) -> tuple[dict[str, float], dict[str, float]]:
+def measure(candidates: list[Candidate], derive: Callable[[str], tuple[list[int] | None, float]], n: int,
+            reference_cost: Callable[[str], float], unit: float) -> tuple[dict[str, float], ...]:
     """What the plan can know before any candidate trains, on the planner's clock: the share of the pool each dedup
-    and target-group candidate keeps (a near-duplicate search takes seconds), and each reference's build in runs."""
-    pools, fixed = {}, {}
+    and target-group candidate keeps and the seconds its own work took (a near-duplicate search, which each of its
+    trials pays again, on its clock), in runs of ``unit`` seconds; and each reference's build in runs."""
+    pools, fixed, upfront = {}, {}, {}
     for c in candidates:
         if c.reference is not None:
             fixed[c.arm] = reference_cost(c.reference)
         if c.pool_fraction is None and c.family in ("dedup", "dedup+filter", "target-only"):
             try:
-                subset = derive(c.arm)
+                subset, seconds = derive(c.arm)
             except RunInterrupted:
                 raise
             except Exception:  # noqa: BLE001  (the trial will fail the same way and record why)
                 continue
             if subset is not None:
                 pools[c.arm] = len(subset) / max(1, n)
-    return pools, fixed
+            upfront[c.arm] = seconds / unit if unit > 0 else 0.0
+    return pools, fixed, upfront

@@ -51,8 +51,10 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     out: list[Candidate] = []
     skipped: list[Skipped] = []
 
-    def add(arm: str, family: str, fraction: float | None, extra: float = 0.0, reference: str | None = None) -> None:
-        out.append(Candidate(arm, family, arm_row(arm).about, fraction, extra_cost=extra, reference=reference))
+    def add(arm: str, family: str, fraction: float | None, extra: float = 0.0, reference: str | None = None,
+            exact: bool = False) -> None:
+        out.append(Candidate(arm, family, arm_row(arm).about, fraction, extra_cost=extra, reference=reference,
+                             exact=exact))
 
     for f in LESS_FRACTIONS:
         add(f"train-less:fraction={f}", "fewer-epochs", f)
@@ -98,7 +100,10 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
         skipped.append(Skipped("teacher-cache", "the recipe does not distill"))
     elif recipe.distill.cache is False:  # the teacher's forward, saved on every epoch after the first
         saved = TEACHER_GUESS / (1 + TEACHER_GUESS) * (1 - 1 / max(1.0, recipe.epochs))
-        add("variant:distill.cache=true,sift.enabled=false", "teacher-cache", 1.0 - saved)
+        # with fixed inputs and whole outputs kept, the cached outputs are the ones the teacher would give again: the
+        # baseline's own training at another cost
+        add("variant:distill.cache=true,sift.enabled=false", "teacher-cache", 1.0, -saved,
+            exact=recipe.data.augment is None and recipe.distill.cache_top_k is None)
     else:
         skipped.append(Skipped("teacher-cache", "already on: the baseline caches the teacher (distill.cache)"))
     return out, skipped

@@ -20,7 +20,7 @@ import torch
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name, run_one
 from siftcli.errors import RunInterrupted
-from siftcli.plan.search import at_fidelity
+from siftcli.plan.search import SCREEN, at_fidelity
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, read_json
@@ -38,7 +38,8 @@ def job_folder(root: Path, job: Job) -> Path:
 
 def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Event | None) -> RunMetrics:
     """``run_one``, or the finished run this folder already holds (its process died before telling the study); an
-    unfinished one starts again (training is deterministic per seed)."""
+    unfinished one starts again (training is deterministic per seed). A finished job keeps its metrics and log, not
+    its checkpoint."""
     done = folder / "metrics.json"
     if done.exists():
         metrics = read_json(done)
@@ -46,7 +47,11 @@ def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Event | None)
             return metrics
     if folder.exists():
         shutil.rmtree(folder)
-    return run_one(ctx, arm, folder, on_event)
+    run = run_one(ctx, arm, folder, on_event)
+    if run.get("status") == "completed":  # the plan reads a finished job's metrics.json, never its weights again:
+        for name in ("checkpoint.pt", "checkpoint.pt.sha256"):  # a search of twenty jobs would keep twenty models
+            (folder / name).unlink(missing_ok=True)
+    return run
 
 
 class Trials:
@@ -76,6 +81,32 @@ class Trials:
             ctx._references = self._references.setdefault(seed, {})
             self._contexts[key] = ctx
         return self._contexts[key]
+
+    def untrained(self, seed: int) -> float | None:
+        """The validation metric before any training: the better of the seed's initial weights and always answering the
+        commonest label (a model that has collapsed onto one class has learned nothing about the task either). One
+        evaluation pass, on the planner's clock."""
+        from torch.utils.data import DataLoader
+
+        from siftcli.tasks import METRICS, TASKS
+        from siftcli.training.loop import evaluate
+
+        ctx = self.context(seed, "validation", SCREEN)
+        w = ctx.workload
+        w.model.load_state_dict(ctx.initial)  # every run starts by loading them too
+        loader = DataLoader(w.eval_data, batch_size=ctx.recipe.eval.batch_size, shuffle=False, collate_fn=w.collate,
+                            generator=torch.Generator())
+        kind = TASKS[w.task]
+        value = evaluate(w.model.to(w.device), loader, w.task, w.device, ctx.recipe.precision).get(kind.metric)
+        m = METRICS[kind.metric]
+        if value is None or not m.counts_correct:
+            return value
+        counts: dict[int, int] = {}
+        for batch in loader:
+            for y in batch["labels"].reshape(-1).tolist():
+                counts[y] = counts.get(y, 0) + 1
+        common = max(counts.values()) / max(1, sum(counts.values())) if counts else 0.0
+        return max(value, common) if m.higher_is_better else min(value, common)
 
     def run(self, job: Job, root: Path, baseline: RunMetrics | None,
             on_event: Event | None) -> Result:

@@ -23,7 +23,7 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
     and the benchmark section all show. The gap is in metric points over the baseline at the same rung; the time ratio
     is at that rung, the reference paid."""
     noise = "" if record.screen_noise is None else f"noise {record.screen_noise:.2f}"
-    rows = [["baseline", "everything", "screen", "", _f(record.baseline_metric), "", noise, "1.00",
+    rows = [["baseline", "everything", f"{record.screen_fidelity:.2f}", "", _f(record.baseline_metric), "", noise, "1.00",
              f"the yardstick (a full run: {_f(record.baseline_seconds, '{:.0f}')} s, {record.unit_source or 'not yet known'})"]]
     for c in record.candidates:
         if not c.trials:
@@ -34,6 +34,17 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
                          f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric), gap, _f(t.time_ratio, "{:.2f}"),
                          (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else "")])
     return rows
+
+
+def screen_note(record: PlanRecord) -> str:
+    """Where the screen was read and why there: the untrained level, and each probe of the baseline's rung."""
+    if record.untrained_metric is None:
+        return f"screened at {record.screen_fidelity:.2f} of each candidate's schedule"
+    probes = ", ".join(f"{v:.3f} at {f:.2f}" for f, v in record.probes)
+    said = "" if record.screen_learned else (": the baseline had not left the untrained level there either, so the "
+                                             "screen's gaps are no evidence (a larger --budget reaches a deeper rung)")
+    return (f"screened at {record.screen_fidelity:.2f} of each candidate's schedule (untrained "
+            f"{record.untrained_metric:.3f}; the baseline {probes}){said}")
 
 
 def stopping(c: Confirmation) -> str:
@@ -55,7 +66,7 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     search.add_column("outcome", overflow="fold", ratio=2)
     for row in search_rows(record):
         search.add_row(row[0], *row[2:])
-    parts: list = [search]
+    parts: list = [search, Text(screen_note(record), style="dim")]
     if record.skipped:
         parts.append(Text("skipped: " + "; ".join(f"{s.family}: {s.why}" for s in record.skipped), style="dim"))
     if record.confirmations:
@@ -113,7 +124,7 @@ td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}th{{background:
 <p>The plan cost {cost:.0f} s = {cost / unit:.1f} baseline runs (search {record.search_seconds / unit:.1f} of a budget of
 {record.budget:g}, confirmation {record.confirm_seconds / unit:.1f}){escape(payback)}. Tolerance {record.tolerance:g} points;
 validation {record.validation_rows} rows, evaluation {record.evaluation_rows} rows.</p>
-<h2>Search (validation split)</h2><table>{''.join(search)}</table>
+<h2>Search (validation split)</h2><p>{escape(screen_note(record))}.</p><table>{''.join(search)}</table>
 <h2>Confirmation (evaluation split, paired seeds)</h2><table>{''.join(confirm)}</table>
 <h2>Not tried</h2><ul>{skipped}</ul>
 <p>Recipe: {escape(str(record.recipe_out))}{escape(f' (trains on {record.data_out})' if record.data_out else '')}</p>
