@@ -99,7 +99,9 @@ def test_the_recipes_own_sifting_is_priced_by_its_kept_share_and_scoring(text_cs
     own = next(c for c in found if c.arm == "sifted")
     fresh = next(c for c in found if c.family == "online" and c.arm != "sifted")
     assert (own.pool_fraction, own.extra_cost) == (pytest.approx(keep), extra)
-    assert predicted_cost(own, 100.0, 1.0) == pytest.approx(100 * (keep + extra))
+    first = 0.30 if sift["scoring"] == "memory" else 0.0  # memory scores everything afresh in its first epoch
+    assert own.first_epoch_cost == pytest.approx(first)
+    assert predicted_cost(own, 100.0, 1.0, epochs=recipe.epochs) == pytest.approx(100 * (keep + extra + first / recipe.epochs))
     online = [c for c in breadth_first(found, 100.0) if c.family == "online"]
     assert len(online) >= 4 and own in online and fresh in online  # searched over score and beta, the recipe's own too
     costs = [predicted_cost(c, 100.0, 1.0) for c in online]
@@ -249,7 +251,8 @@ def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial
     results[3] = _result(search.SCREENING, "filter", 1 / 4, 0.26, 5.0)
     results[4] = _result(search.SCREENING, "sifted", 1 / 4, 0.26, 15.0)
     record.candidates = [Candidate("filter", "filter", "", 0.25), Candidate("sifted", "online", "", 2 / 3)]
-    search.fill_search(record, [], results, {"untrained": untrained}, 0, acc, 4)
+    record.epochs = 4
+    search.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
     assert record.screen_fidelity == 1 / 4 and record.promotion_fidelity == 1 / 2  # rung 2: twice the screen
     assert record.probes == [[1 / 8, 0.27], [1 / 4, 0.61]] and record.screen_learned
     short, low = (c.trials[0] for c in record.candidates)
@@ -283,6 +286,12 @@ def test_the_search_falls_back_to_the_screens_families_and_an_exact_candidate_ne
     run = {"train_seconds": 8.0, "phases": {"teacher": 3.0}, "teacher": {"cached": True}}
     assert search.full_seconds(run, 1 / 8, 4) == pytest.approx((8 - 3) * 8 + 3 * 2)  # (one epoch of the teacher)
     assert search.full_seconds({**run, "teacher": {"cached": False}}, 1 / 8, 4) == pytest.approx(64)
+    # scoring from memory scores every sample in its first epoch, then refreshes a share of them in each later one
+    scored = {"train_seconds": 10.0, "phases": {"scoring": 2.0}}
+    assert search.full_seconds(scored, 1 / 2, 4, 0.25) == pytest.approx(8 * 2 + 2 / 1.25 * (1 + 3 * 0.25))
+    memory = Candidate("sifted:m", "online", "", 0.5, first_epoch_cost=0.3)
+    assert search.predicted_cost(memory, 100.0, 1 / 8, epochs=4) == pytest.approx(100 * (0.5 / 8 + 0.3 / 8))
+    assert search.predicted_cost(memory, 100.0, 1 / 2, epochs=4) == pytest.approx(100 * (0.5 / 2 + 0.3 / 4))
 
 
 def test_every_family_that_applies_is_screened_with_the_default_budget(tmp_path: Path, monkeypatch) -> None:

@@ -55,6 +55,8 @@ class Candidate:
     reference: str | None = None  # the reference it builds (paid once per seed, at any rung)
     fixed_cost: float = 0.0  # that reference's build, in baseline runs
     upfront_cost: float = 0.0  # its own work before training (a near-duplicate search), in baseline runs, every trial
+    first_epoch_cost: float = 0.0  # extra cost in its first epoch only, in runs of that epoch (scoring every sample
+    #                                afresh before any loss is remembered)
     exact: bool = False  # the baseline's training at another cost (the teacher's outputs cached): nothing to confirm
 
 
@@ -121,6 +123,7 @@ class PlanRecord:
     baseline_metric: float | None = None  # validation, the screen's baseline (mean of its seeds)
     setup_seconds: float = 0.0  # a job's seconds beyond its training (building the run, evaluating it), measured
     seed_seconds: float = 0.0  # building a seed's workload (its model and data), paid by the first job of a new seed
+    epochs: float = 1.0  # the recipe's: what is paid once, in the first epoch, is priced by it
     unit_source: str = ""  # predicted (from the screen's baseline) or measured (the confirmation's baselines)
     screen_noise: float | None = None  # one run's noise at the screen, in metric points
     untrained_metric: float | None = None  # validation, before any training: what a rung must beat to say anything

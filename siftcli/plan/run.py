@@ -109,7 +109,7 @@ class Plan:
         if bases:  # the confirmation trained the full schedule: the unit is measured now
             record.baseline_seconds = sum(float(b["total_seconds"]) for b in bases) / len(bases)
             record.unit_source = "measured"
-        searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric, self.recipe.epochs)
+        searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
         record.search_seconds = searching.spent(done, searching.is_search, extra)
         record.confirm_seconds = searching.spent(done, lambda phase: not searching.is_search(phase), {})
         pick = self.pick(done)
@@ -293,7 +293,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         first, folder = prepare(recipe, output, "-plan", check=lambda workload: split_eval(len(workload.eval_data)))
         record = PlanRecord("running", recipe.name, first.metric, s.budget, s.tolerance, s.seeds, candidates=candidates,
                             skipped=skipped, storage=s.storage, study=s.study or DEFAULT_STUDY, workers=s.workers,
-                            horizons=[s.seeds], seed_seconds=time.perf_counter() - built)
+                            horizons=[s.seeds], seed_seconds=time.perf_counter() - built, epochs=recipe.epochs)
     _threads(record.workers)
     rows = _rows(len(first.eval_data))
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])

@@ -33,6 +33,7 @@ from typing import Any
 from siftcli.analysis.stats import diff_points
 from siftcli.errors import RunInterrupted
 from siftcli.plan.record import Candidate, PlannerNotes, PlanRecord, Trial
+from siftcli.plan.strategies import SCORING_GUESS
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.training.record import RunMetrics, final_value, paid_seconds
@@ -59,6 +60,9 @@ Z = 2.0
 #: Faster means at most this share of the baseline's time: a saving within a run's timing noise (a dedup of a pool
 #: with hardly any near-copies, 0.99 of the time) is no reason to change a recipe.
 FASTER = 0.95
+#: Scoring from memory, a later epoch's scoring over the first's (which scores every sample: nothing is remembered
+#: yet): the share of stale losses refreshed, as the strategies' guess has it (``SCORING_GUESS``).
+MEMORY_SHARE = SCORING_GUESS["memory"] / SCORING_GUESS["fresh"]
 #: The least a search may spend, whatever ``--budget`` says in runs (:func:`budget_seconds`).
 MIN_BUDGET_SECONDS = 10.0
 #: The plan's search phases, in order (the first probe; the deeper probes, one phase each; the screen with its noise
@@ -103,7 +107,7 @@ def budget_seconds(record: PlanRecord) -> float:
 
 
 def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference_paid: bool = False,
-                   setup: float = 0.0) -> float:
+                   setup: float = 0.0, epochs: float = 1.0) -> float:
     """Seconds a trial should take: once a lower rung ran, that rung's measured training (its reference's build and the
     job's setup taken out) scaled up; before, its share of the pool plus its extra cost (a scoring forward) of a
     baseline run's training at ``fidelity``, plus its reference's build (the same at any rung) unless another candidate
@@ -113,8 +117,9 @@ def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference
         t = ran[-1]
         return setup + max(0.0, t.seconds - t.fixed_seconds - setup) * fidelity / t.fidelity
     share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
+    first = (unit - setup) * candidate.first_epoch_cost * min(fidelity, 1 / max(1.0, epochs))  # its first epoch's
     return setup + (unit - setup) * fidelity * (share + candidate.extra_cost) + unit * candidate.upfront_cost + \
-        (0.0 if reference_paid else unit * candidate.fixed_cost)
+        first + (0.0 if reference_paid else unit * candidate.fixed_cost)
 
 
 def full_time(candidate: Candidate, unit: float) -> float:
@@ -133,11 +138,12 @@ def job_cost(record: PlanRecord, fidelity: float) -> float:
     return setup + (unit - setup) * fidelity
 
 
-def breadth_first(candidates: list[Candidate], unit: float, fidelity: float = SCREEN) -> list[Candidate]:
+def breadth_first(candidates: list[Candidate], unit: float, fidelity: float = SCREEN,
+                  epochs: float = 1.0) -> list[Candidate]:
     """The screen's order: each family's cheapest first, families by that cost, then each family's next, ... so a
     budget that runs out leaves every family screened rather than every setting of the cheapest one."""
     families: dict[str, list[Candidate]] = {}
-    for c in sorted(candidates, key=lambda c: predicted_cost(c, unit, fidelity)):
+    for c in sorted(candidates, key=lambda c: predicted_cost(c, unit, fidelity, epochs=epochs)):
         families.setdefault(c.family, []).append(c)
     order: list[Candidate] = []
     while any(families.values()):
@@ -319,8 +325,8 @@ def screen_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[lis
     if reserve <= room / 2:  # a second rung that would take more than half of what is left is not reserved for
         room -= reserve
     jobs, over, paid = [Job(SCREENING, "baseline", fidelity, seed + NOISE_SEED, "validation")], {}, set()
-    for c in breadth_first(record.candidates, unit, fidelity):
-        cost = predicted_cost(c, unit, fidelity, c.reference is not None and c.reference in paid, setup)
+    for c in breadth_first(record.candidates, unit, fidelity, record.epochs):
+        cost = predicted_cost(c, unit, fidelity, c.reference is not None and c.reference in paid, setup, record.epochs)
         if cost <= room:
             room -= cost
             jobs.append(Job(SCREENING, c.arm, fidelity, seed, "validation"))
@@ -341,7 +347,7 @@ def promotion_jobs(record: PlanRecord, results: dict[int, Result], seed: int,
         return [], [], {}
     known = find(results, "baseline", fidelity, seed, "validation") is not None  # a probe trained it already
     room = budget_seconds(record) - spent_so_far - (0.0 if known else job_cost(record, fidelity))
-    costs = {c.arm: predicted_cost(c, unit, fidelity, True, setup) for c in chosen}
+    costs = {c.arm: predicted_cost(c, unit, fidelity, True, setup, record.epochs) for c in chosen}
     arms = []
     for arm, cost in costs.items():
         if cost <= room:
@@ -355,9 +361,9 @@ def promotion_jobs(record: PlanRecord, results: dict[int, Result], seed: int,
 
 # -- the record, from the finished jobs ------------------------------------------------------------------------------
 def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result], extra: PlannerNotes, seed: int,
-                metric: Any, epochs: float) -> None:
+                metric: Any) -> None:
     """Every candidate's trials and outcome, the unit, the rungs and the screen's baseline, from the study (the same on
-    every process). ``epochs``: the recipe's, to price what a teacher's cache saves after the first."""
+    every process)."""
     first = find(results, "baseline", SCREEN, seed, "validation")
     if first is not None and first.run is not None:
         record.setup_seconds = max(0.0, first.seconds - float(first.run["train_seconds"]))
@@ -405,7 +411,7 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                 c.pool_fraction = subset["samples"] / max(1, subset["of"])
             ref = r.run.get("reference") or {}
             paid = paid_seconds(r.run)  # type: ignore[arg-type]
-            full = full_seconds(r.run, fidelity, epochs)
+            full = full_seconds(r.run, fidelity, record.epochs, MEMORY_SHARE if c.first_epoch_cost else None)
             short = not learned(value, untrained, metric, rows) and any(
                 g >= fidelity * steps_share(c) - 1e-9 for g in unlearned)
             c.trials.append(Trial(c.arm, fidelity, r.seconds, value, low, paid / base_paid if base_paid else None,
@@ -416,15 +422,22 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
         c.outcome = _outcome(c, record, queued, extra)
 
 
-def full_seconds(run: RunMetrics, fidelity: float, epochs: float) -> float:
-    """A rung's run scaled to the full schedule: its training by the rung's inverse, its reference's build once, and a
+def full_seconds(run: RunMetrics, fidelity: float, epochs: float, memory: float | None = None) -> float:
+    """A rung's run scaled to the full schedule: its training by the rung's inverse, its reference's build once, a
     cached teacher's forwards as the first epoch's only (a rung inside the first epoch ran them on every step; one past
-    it ran them once)."""
+    it ran them once), and, scoring from memory (``memory``: a later epoch's scoring over the first's), the first
+    epoch's scoring of every sample once and the later epochs' refreshes at that share."""
     ref = run.get("reference") or {}
+    phases = run.get("phases", {})
     build = float(ref.get("build_seconds") or 0.0)
-    teacher = float(run.get("phases", {}).get("teacher", 0.0)) if (run.get("teacher") or {}).get("cached") else 0.0
-    rest = paid_seconds(run) - build - teacher
-    return rest / fidelity + build + teacher / min(1.0, fidelity * epochs)
+    teacher = float(phases.get("teacher", 0.0)) if (run.get("teacher") or {}).get("cached") else 0.0
+    scoring = float(phases.get("scoring", 0.0)) if memory is not None else 0.0
+    rest = paid_seconds(run) - build - teacher - scoring
+    ran = fidelity * epochs  # epochs this rung trained
+    if scoring:  # the first epoch's scoring, from what the rung's epochs paid (the first in full, the rest at the share)
+        first = scoring / (min(1.0, ran) + max(0.0, ran - 1) * memory)  # type: ignore[operator]
+        scoring = first * (1 + max(0.0, epochs - 1) * memory)  # type: ignore[operator]
+    return rest / fidelity + build + teacher / min(1.0, ran) + scoring
 
 
 def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes) -> str:

@@ -52,9 +52,9 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
     skipped: list[Skipped] = []
 
     def add(arm: str, family: str, fraction: float | None, extra: float = 0.0, reference: str | None = None,
-            exact: bool = False) -> None:
+            exact: bool = False, first: float = 0.0) -> None:
         out.append(Candidate(arm, family, arm_row(arm).about, fraction, extra_cost=extra, reference=reference,
-                             exact=exact))
+                             exact=exact, first_epoch_cost=first))
 
     for f in LESS_FRACTIONS:
         add(f"train-less:fraction={f}", "fewer-epochs", f)
@@ -89,9 +89,11 @@ def strategies(recipe: Recipe) -> tuple[list[Candidate], list[Skipped]]:
             continue
         if recipe.sift.enabled and sifting.sift == recipe.sift:  # the recipe's own sifting, below, under its own name
             continue
-        add(f"sifted:{settings}", "online", keep, scoring_guess(sifting), reference_of(sifting))
+        add(f"sifted:{settings}", "online", keep, scoring_guess(sifting), reference_of(sifting),
+            first=first_epoch_guess(sifting))
     if recipe.sift.enabled:  # the user's own sifting settings are a candidate too, as they wrote them, at their cost
-        add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, scoring_guess(recipe), reference_of(recipe))
+        add("sifted", "online", sift_config(recipe, 1).target_keep_fraction, scoring_guess(recipe), reference_of(recipe),
+            first=first_epoch_guess(recipe))
     if recipe.data.target_group is not None:  # its share of the pool is counted before the screen (plan.search.measure)
         add("target-only", "target-only", None)
     else:
@@ -113,6 +115,14 @@ def scoring_guess(recipe: Recipe) -> float:
     """Online sifting's predicted cost beyond its kept share: none when it ranks by the reference's score alone (decided
     at the sampler, no forward), else :data:`SCORING_GUESS` for its scoring."""
     return 0.0 if recipe.sift.score == "reference" else SCORING_GUESS[recipe.sift.scoring]
+
+
+def first_epoch_guess(recipe: Recipe) -> float:
+    """What online sifting's first epoch costs beyond :func:`scoring_guess`, in runs of that epoch: scoring from memory
+    knows no loss yet, so it scores every sample afresh there."""
+    if recipe.sift.score == "reference" or recipe.sift.scoring != "memory":
+        return 0.0
+    return SCORING_GUESS["fresh"] - SCORING_GUESS["memory"]
 
 
 def reference_of(recipe: Recipe) -> str | None:
