@@ -179,6 +179,29 @@ def test_the_confirmation_stops_a_clear_win_at_three_seeds_a_clear_loser_at_two_
     assert sequential([0.4, -0.9, 0.6], [5], 1.0)[1] == ""  # not yet: another seed
 
 
+def test_a_confirmation_stops_once_two_seeds_show_the_pick_is_not_faster() -> None:
+    """A close call would take every seed; a pick that took over 0.95 of its baseline's time on each of two seeds cannot
+    pay whatever its accuracy, so the seeds stop there."""
+    from siftcli.plan.confirm import confirmation
+    from siftcli.plan.record import Candidate
+    from siftcli.plan.study import Job, Result
+    from siftcli.tasks import metric
+
+    def results(times: list[float]) -> dict:
+        out = {}
+        for k, (seed, t) in enumerate(zip((1, 2), times)):
+            for arm, value, seconds in (("baseline", 0.80, 10.0), ("dedup", 0.80 + 0.004 * (-1) ** k, t)):
+                out[len(out)] = Result(Job(6 + 2 * k, arm, 1.0, seed, "evaluation"), seconds,
+                                       {"metric": "accuracy", "final": {"accuracy": value}, "train_seconds": seconds})
+        return out
+
+    pick = Candidate("dedup", "dedup-other", "", None)  # (a family without a random-subset opponent)
+    slow = confirmation(pick, [1, 2, 3, 4, 5], results([9.7, 9.9]), metric("accuracy"), 1.0, [5])
+    assert slow.stopped == "slower" and len(slow.seeds) == 2 and not slow.within_tolerance
+    fast = confirmation(pick, [1, 2, 3, 4, 5], results([9.7, 9.0]), metric("accuracy"), 1.0, [5])
+    assert fast.stopped == ""  # one seed under 0.95: the interval decides, another seed is trained
+
+
 def test_the_sequential_rule_keeps_its_error_rate_where_the_pick_is_exactly_at_the_tolerance() -> None:
     """Simulated paired differences whose true mean is the tolerance's edge (-1 point), normal noise: the looks may
     stop anywhere, and the rule still confirms such a pick in at most 5% of plans (the union bound's promise)."""

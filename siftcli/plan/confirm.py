@@ -1,5 +1,6 @@
 """The search's pick in, its confirmation on the evaluation split out: paired seeds added one at a time against the full
-baseline (and, for a subset, a random subset of the same size), stopped as soon as the interval knows.
+baseline (and, for a subset, a random subset of the same size), stopped as soon as the interval knows, or as soon as
+two seeds show the pick is not faster.
 
 Each seed is a fresh one (not the search's), with its own initial weights and data order shared by its arms; the rows
 measured here were never used to choose. After every seed from the second on, the paired difference to the baseline is
@@ -20,7 +21,7 @@ from typing import Any
 
 from siftcli.analysis.stats import diff_points, paired
 from siftcli.plan.record import Candidate, Confirmation, Look, Versus
-from siftcli.plan.search import confirm_phases, find
+from siftcli.plan.search import FASTER, confirm_phases, find
 from siftcli.plan.study import Job, Result
 from siftcli.training.record import RunMetrics, final_value, paid_seconds
 
@@ -118,12 +119,14 @@ def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], met
     opponents = ["baseline", *filter(None, [random_subset(c)])]
     versus = [_versus(c.arm, o, trained, run, metric) for o in opponents]
     ok = [s for s in trained if run(c.arm, s) and run("baseline", s)]
-    ratio = statistics.fmean(paid_seconds(run(c.arm, s)) / max(1e-9, paid_seconds(run("baseline", s)))  # type: ignore[arg-type]
-                             for s in ok) if ok else float("nan")
+    ratios = [paid_seconds(run(c.arm, s)) / max(1e-9, paid_seconds(run("baseline", s))) for s in ok]  # type: ignore[arg-type]
+    ratio = statistics.fmean(ratios) if ratios else float("nan")
     pick = [final_value(run(c.arm, s)) if run(c.arm, s) else None for s in trained]  # type: ignore[arg-type]
     base = [final_value(run("baseline", s)) if run("baseline", s) else None for s in trained]  # type: ignore[arg-type]
     failed = len(ok) < len(trained)
     looks, stopped = sequential(versus[0].values, horizons, tolerance) if not failed else ([], "failed")
+    if stopped in ("", "inconclusive") and len(ratios) >= 2 and min(ratios) > FASTER:
+        stopped = "slower"  # every seed took over FASTER of its baseline's time: whatever its accuracy, it cannot pay
     return Confirmation(c.arm, trained, pick, base, ratio, sum(cost(a) for a in opponents[1:] + [c.arm]), versus,
                         stopped == "within", looks, stopped)
 

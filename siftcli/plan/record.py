@@ -106,7 +106,8 @@ class Confirmation:
     versus: list[Versus]
     within_tolerance: bool  # a look's interval against the baseline lay above -tolerance
     looks: list[Look] = field(default_factory=list)
-    stopped: str = ""  # why the seeds stopped: within, worse, or inconclusive at the last seed
+    stopped: str = ""  # why the seeds stopped: within, worse, slower (every seed over FASTER of the baseline's time),
+    #                    failed, or inconclusive at the last seed
 
 
 @dataclass

@@ -348,7 +348,7 @@ def _extend(record: PlanRecord, seeds: int, folder: str) -> None:
     if not record.seeds < seeds <= 50:
         raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the plan confirms up to {record.seeds} seeds already; "
                            f"give more (at most 50) to extend it, or leave --seeds out to resume it as it was")
-    decided = [c for c in record.confirmations if c.stopped in ("within", "worse", "failed")]
+    decided = [c for c in record.confirmations if c.stopped in ("within", "worse", "slower", "failed")]
     if decided:
         raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the confirmation already stopped ({decided[0].arm}: "
                            f"{decided[0].stopped} after {len(decided[0].seeds)} seeds); more seeds would not change it")
@@ -466,6 +466,7 @@ def _confirmed(record: PlanRecord) -> str:
     said = (f"{c.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {c.time_ratio:.2f} of the time"
             if v.n else f"{c.arm}: no paired seed")
     why = {"worse": "worse than the tolerance", "failed": "a confirming run failed",
+           "slower": f"not faster: every seed took over {searching.FASTER:g} of its baseline's time",
            "within": f"within the tolerance but not faster ({c.time_ratio:.2f} of the time, over "
                      f"{searching.FASTER:g})"}.get(
         c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "

@@ -52,6 +52,7 @@ def stopping(c: Confirmation) -> str:
     last = c.looks[-1] if c.looks else None
     at = f" (look {last.n}: {last.low:+.2f} to {last.high:+.2f} at alpha {last.alpha:.4f})" if last else ""
     return {"within": "within the tolerance", "worse": "worse than the tolerance", "failed": "a run failed",
+            "slower": "not faster than the baseline",
             "inconclusive": "inconclusive at the last seed", "": "running"}.get(c.stopped, c.stopped) + \
         f" after {len(c.seeds)} seeds{at}"
 
