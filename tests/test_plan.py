@@ -267,7 +267,7 @@ def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial
     assert search.deepen_jobs(record, results, 0, search.DEEPENING[0], untrained, acc, 70.0) == []
     results[1] = _result(1, "baseline", 1 / 4, 0.61, 20.0)
     assert search.deepen_jobs(record, results, 0, search.DEEPENING[1], untrained, acc, 30.0) == []  # it learned
-    assert search.screen_rung(results, 0, untrained, acc, 500) == 1 / 4
+    assert search.screen_rung(search.probe_values(results, 0), untrained, acc, 500) == 1 / 4
     # the screen at a quarter: the noise baseline, a filter at a quarter of the pool (1/16 of the steps, fewer than
     # the eighth where the baseline had not learned) and a sifted arm at two thirds (1/6: more than that eighth)
     results[2] = _result(search.SCREENING, "baseline", 1 / 4, 0.63, 20.0, seed=search.NOISE_SEED)

@@ -226,6 +226,9 @@ def _cell(r: ArmTruth | None) -> str:
 
 def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[str, Any] | None]], machine: str,
             budget: float = 2.0) -> list[str]:
+    from siftcli.plan.run import load_record
+    from siftcli.plan.view import screen_note
+
     command = "" if budget == DEFAULT_BUDGET else f" --budget {budget:g}"
     lines = [f"## {title(budget)}", "",
              f"`python -m benchmarks plan-accuracy{command}` ({machine}). Each regime: the truth from every candidate "
@@ -278,9 +281,6 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
                   for r in sorted(rows, key=lambda r: -r.mean)]
         if plan is not None:
             lines += ["", f"Plan: {plan['answer']}."]
-            from siftcli.plan.run import load_record
-            from siftcli.plan.view import screen_note
-
             screened = sum(1 for c in plan["candidates"] if c["trials"])
             lines.append(screen_note(load_record(plan)).capitalize() + ".")
             lines.append(f"Screened {screened} of {len(plan['candidates'])} candidates; unit {plan['baseline_seconds']:.1f} s "

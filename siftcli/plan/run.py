@@ -155,14 +155,14 @@ class Plan:
             return searching.search_baselines(seed), {}
         if phase in searching.DEEPENING:
             notes: PlannerNotes = {}
-            untrained = extra.get("untrained")
+            untrained, own = extra.get("untrained"), 0.0
             if "untrained" not in extra:  # measured once, by the planner of the first deeper probe
                 untrained = self.trials.untrained(seed)
                 own = time.perf_counter() - t0
                 notes = {"untrained": untrained,  # type: ignore[typeddict-item]
                          "planner_seconds": {**extra.get("planner_seconds", {}), "untrained": own}}
-            spent = record.search_seconds + float(notes.get("planner_seconds", {}).get("untrained", 0.0))
-            return searching.deepen_jobs(record, done, seed, phase, untrained, self.metric, spent), notes
+            return searching.deepen_jobs(record, done, seed, phase, untrained, self.metric,
+                                         record.search_seconds + own), notes
         if phase == searching.SCREENING:
             ctx = self.trials.context(seed, "validation", record.screen_fidelity)
             ctx.runs["baseline"] = searching.find(done, "baseline", record.screen_fidelity, seed, "validation").run  # type: ignore[union-attr]

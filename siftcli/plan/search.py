@@ -116,7 +116,7 @@ def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference
     if ran:
         t = ran[-1]
         return setup + max(0.0, t.seconds - t.fixed_seconds - setup) * fidelity / t.fidelity
-    share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
+    share = steps_share(candidate)
     first = (unit - setup) * candidate.first_epoch_cost * min(fidelity, 1 / max(1.0, epochs))  # its first epoch's
     return setup + (unit - setup) * fidelity * (share + candidate.extra_cost) + unit * candidate.upfront_cost + \
         first + (0.0 if reference_paid else unit * candidate.fixed_cost)
@@ -128,8 +128,7 @@ def full_time(candidate: Candidate, unit: float) -> float:
     ran = [t for t in candidate.trials if t.status == "complete" and t.predicted_ratio is not None]
     if ran:
         return unit * ran[-1].predicted_ratio  # type: ignore[operator]
-    share = candidate.pool_fraction if candidate.pool_fraction is not None else 1.0
-    return unit * (share + candidate.extra_cost + candidate.fixed_cost + candidate.upfront_cost)
+    return unit * (steps_share(candidate) + candidate.extra_cost + candidate.fixed_cost + candidate.upfront_cost)
 
 
 def job_cost(record: PlanRecord, fidelity: float) -> float:
@@ -292,9 +291,8 @@ def probe_values(results: dict[int, Result], seed: int) -> list[tuple[float, flo
     return out
 
 
-def screen_rung(results: dict[int, Result], seed: int, untrained: float | None, metric: Any, rows: int) -> float:
-    """The screen's rung: the first probe whose baseline learned, else the deepest probe that ran."""
-    probes = probe_values(results, seed)
+def screen_rung(probes: list[tuple[float, float]], untrained: float | None, metric: Any, rows: int) -> float:
+    """The screen's rung: the first probe (:func:`probe_values`) whose baseline learned, else the deepest that ran."""
     for fidelity, value in probes:
         if learned(value, untrained, metric, rows):
             return fidelity
@@ -342,9 +340,9 @@ def promotion_jobs(record: PlanRecord, results: dict[int, Result], seed: int,
     predictions fit; the rung is skipped (the screen decides) unless the baseline and two families fit. Returns the
     baseline's job, the arms to train after it, and the predicted seconds of those that did not fit."""
     unit, setup, fidelity = record.baseline_seconds or 0.0, record.setup_seconds, record.promotion_fidelity
-    chosen = promoted(record) if fidelity is not None else []
     if fidelity is None:
         return [], [], {}
+    chosen = promoted(record)
     known = find(results, "baseline", fidelity, seed, "validation") is not None  # a probe trained it already
     room = budget_seconds(record) - spent_so_far - (0.0 if known else job_cost(record, fidelity))
     costs = {c.arm: predicted_cost(c, unit, fidelity, True, setup, record.epochs) for c in chosen}
@@ -372,8 +370,9 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
             record.unit_source = "predicted"
     rows, untrained = record.validation_rows, extra.get("untrained")
     record.untrained_metric = untrained
-    record.screen_fidelity = screen = screen_rung(results, seed, untrained, metric, rows)
-    record.probes = [[f, v] for f, v in probe_values(results, seed)]
+    probes = probe_values(results, seed)
+    record.screen_fidelity = screen = screen_rung(probes, untrained, metric, rows)
+    record.probes = [[f, v] for f, v in probes]
     record.screen_learned = all(learned(v, untrained, metric, rows) for f, v in record.probes if f == screen)
     record.promotion_fidelity = screen * PROMOTION_STEP if screen * PROMOTION_STEP < 1 else None
     values = rung_baselines(results, seed, screen)
@@ -441,7 +440,7 @@ def full_seconds(run: RunMetrics, fidelity: float, epochs: float, memory: float 
 
 
 def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes) -> str:
-    over = {**extra.get("over_budget", {})}
+    over = extra.get("over_budget", {})
     unit = record.baseline_seconds or 0.0
     if not c.trials:
         if c.arm in over:
