@@ -3,6 +3,7 @@ recipe it writes, an interrupted plan resumed, and bad options in one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -432,6 +433,14 @@ def test_resume_errors_are_one_line(tmp_path: Path) -> None:
     assert out.exit_code == 2 and "not a plan folder (no plan.json)" in out.output
     out = runner.invoke(app, ["plan", str(_recipe(tmp_path)), "--resume", str(tmp_path)])
     assert out.exit_code == 2 and "give no RECIPE" in out.output
+    old = tmp_path / "old-plan"  # a plan folder from before the search probed its rung: its study's phases differ
+    old.mkdir()
+    saved = dataclasses.asdict(PlanRecord("interrupted", "r", "accuracy", 2, 1.0, 5, study="plan"))
+    del saved["screen_fidelity"]
+    (old / "plan.json").write_text(json.dumps(saved))
+    out = runner.invoke(app, ["plan", "--resume", str(old)])
+    assert out.exit_code == 2 and "earlier siftcli whose search ran other phases" in out.output
+    assert len(out.output.strip().splitlines()) == 1
 
 
 def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_trial(tmp_path: Path, monkeypatch) -> None:
