@@ -30,7 +30,7 @@ from siftcli.recipe.reader import load_recipe
 from siftcli.runio import atomic_write_json, atomic_write_text, read_json
 from siftcli.sift.stats import add_counts
 from siftcli.tasks import metric
-from siftcli.training.record import brief, paid_seconds
+from siftcli.training.record import brief, kept_fraction, paid_seconds
 
 
 def _registry() -> dict[str, Entry]:
@@ -140,7 +140,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
             "ratio": _ms([g["train_seconds"] / b for g, b in zip(got, base)]),
             "paid_ratio": _ms([paid_seconds(g) / b for g, b in zip(got, base)]),
             "metric": _ms([m.scale * _metric(g) for g in got]),
-            "kept": _ms([_kept(g) for g in got]),
+            "kept": _ms([kept_fraction(g) for g in got]),
             "target_share": _ms([x for x in groups if x is not None]),
             "reference": _ms([(g.get("reference") or {}).get("build_seconds") / b for g, b in zip(got, base) if g.get("reference")]),
             "teacher": _ms([g["samples_teacher"] for g in got if g.get("samples_teacher") is not None]),
@@ -165,15 +165,6 @@ def _ages(keeps: list[dict[str, Any]]) -> list[float] | None:
     unknown = sum(k.get("score_unknown") or 0 for k in keeps)
     n = sum(total) + unknown
     return [c / n for c in total] + [unknown / n] if n else None
-
-
-def _kept(run: dict[str, Any]) -> float:
-    """The fraction of the pool's sample-epochs an arm trained on: a sifted run's keep, a subset's share."""
-    if (run.get("keep") or {}).get("achieved") is not None:
-        return run["keep"]["achieved"]
-    if run.get("subset"):
-        return run["subset"]["samples"] / max(1, run["subset"]["of"])
-    return 1.0
 
 
 def _ms(values: list[float]) -> tuple[float, float] | None:
@@ -258,6 +249,9 @@ def write_section(out: Path, title: str, section: list[str]) -> None:
 
 def main(argv: list[str]) -> int:
     registry = _registry()
+    if argv and argv[0] in SCRIPTS and ("-h" in argv or "--help" in argv):  # a driver's help lists its own options
+        sys.argv = [f"benchmarks {argv[0]}", "--help"]
+        return int(importlib.import_module(SCRIPTS[argv[0]]).main(["--help"]) or 0)
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("name", nargs="?", help="an entry (none: list them)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds (default: the entry's, at least 5 for a claim)")

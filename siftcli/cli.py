@@ -41,9 +41,9 @@ def _emit_json(doc: Any) -> None:
     """Strict JSON (NaN and infinities become null, as in the files siftcli writes)."""
     import json
 
-    from siftcli.runio import _clean
+    from siftcli.runio import json_safe
 
-    sys.stdout.write(json.dumps(_clean(doc), default=str) + "\n")
+    sys.stdout.write(json.dumps(json_safe(doc), default=str) + "\n")
     sys.stdout.flush()
 
 

@@ -25,14 +25,14 @@ from siftcli.errors import SiftcliError, first_line
 Event = Callable[[str, dict[str, Any]], None]  # on_event(kind, data): progress for the CLI, trackers and scripts
 
 
-def _clean(obj: Any) -> Any:
+def json_safe(obj: Any) -> Any:
     """JSON has no NaN/Inf: write them as null so every reader can parse the file."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {str(k): json_safe(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
+        return [json_safe(v) for v in obj]
     return obj
 
 
@@ -99,7 +99,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(_clean(data), indent=2, sort_keys=False) + "\n")
+    atomic_write_text(path, json.dumps(json_safe(data), indent=2, sort_keys=False) + "\n")
 
 
 def unwritable(path: Any, exc: BaseException) -> OSError:
@@ -158,7 +158,7 @@ class JsonlLog:
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is not None:
-            self._fh.write(json.dumps(_clean(record)) + "\n")
+            self._fh.write(json.dumps(json_safe(record)) + "\n")
             self._fh.flush()
 
     def close(self) -> None:

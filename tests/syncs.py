@@ -70,9 +70,19 @@ class SyncCounter(TorchFunctionMode):
     def _count(self, name: str) -> None:
         if self._paused:
             return
-        frames = [f for f in traceback.extract_stack()[:-3] if "siftcli" in f.filename and "/tests/" not in f.filename]
+        stack = traceback.extract_stack()[:-1]  # less this frame
+        frames = [f for f in stack[:-1] if "siftcli" in f.filename and "/tests/" not in f.filename]
         where = f"{frames[-1].filename.split('siftcli/')[-1]}:{frames[-1].lineno}" if frames else "?"
+        # the innermost frame outside torch: a read inside a library siftcli calls (transformers' own checks, which a
+        # plain loop pays too) is told apart from siftcli's own
+        inner = next((f for f in reversed(stack) if "/torch/" not in f.filename and f.filename != __file__), None)
+        if inner is not None and "/siftcli/" not in inner.filename.replace("\\", "/"):
+            where = f"outside {inner.filename.rsplit('/', 2)[-2]}/{inner.filename.rsplit('/', 1)[-1]}:{inner.lineno} (via {where})"
         self.events.append((self.step, name, where))
+
+    def own(self) -> list[tuple[int, str, str]]:
+        """The reads siftcli's own code made (not those inside the libraries it calls)."""
+        return [e for e in self.events if not e[2].startswith("outside ")]
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -106,3 +116,14 @@ def _to_host(args: tuple, kwargs: dict) -> bool:
 
 def _is_bool(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.dtype == torch.bool
+
+
+def on_device(batch: Any) -> Any:
+    """``batch`` as if a loader had put it on the GPU (accelerate's, under the Hugging Face ``Trainer``): its tensors
+    marked, so a host read of a batch value, which would wait for the device there, counts."""
+    if isinstance(batch, dict):
+        for value in batch.values():
+            _mark(value)
+    else:
+        _mark(batch)
+    return batch

@@ -101,3 +101,48 @@ def test_compile_mode_reaches_torch_compile(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(torch, "compile", lambda module, **kwargs: seen.update(kwargs) or module)
     compiling.compile_module(torch.nn.Linear(2, 2), "reduce-overhead")
     assert seen == {"backend": "inductor", "dynamic": False, "mode": "reduce-overhead"}
+
+
+@pytest.mark.parametrize("sift", [{"sift.enabled": False}, {"sift.scoring": "memory"}, {"sift.scoring": "fresh"}],
+                         ids=["baseline", "memory", "fresh"])
+def test_nothing_compiles_after_the_start_over_every_epoch_whatever_the_row_count(
+        eager_backend: None, tmp_path: Path, sift: dict) -> None:
+    """Training rows that do not divide the batch: every epoch ends on a shorter batch (sifted runs: a remainder of
+    kept rows), which goes through the uncompiled forward instead of compiling a graph of its shape."""
+    from tests.conftest import make_text_rows
+
+    path = tmp_path / "odd.csv"
+    path.write_text("\n".join(["text,label"] + [f"{t},{y}" for t, y in make_text_rows(170)]) + "\n")
+    recipe = validate_recipe(tiny_recipe_dict(path, compile=True, epochs=3, **sift))
+    workload = build_workload(recipe)
+    assert len(workload.train_data) % recipe.batch_size, len(workload.train_data)
+    out = train(workload, recipe, run_dir=None)
+    assert out["compile"]["compilations"] >= 1 and out["compile"]["steady_compilations"] == 0, out["compile"]
+    assert out["compile"]["eager_fallbacks"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_graphs_hand_the_loader_the_losses_eager_training_gives(text_csv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compile_mode: reduce-overhead`` replays CUDA graphs whose outputs live in buffers the next replay overwrites:
+    the per-sample losses the sifting loader records (its copy to the host starts before the next step is queued) must
+    be the losses eager training gives, step by step, never a later step's."""
+    from siftcli.sift.feedback import Feedback
+
+    def recorded(mode: str | None) -> list[torch.Tensor]:
+        got: list[torch.Tensor] = []
+        record = Feedback.record
+        monkeypatch.setattr(Feedback, "record", lambda self, losses, epoch: (got.append(losses.detach().float().cpu().clone()),
+                                                                            record(self, losses, epoch))[1])
+        # kept at random: both runs train the same batches, whatever the compiled numerics do to the scores
+        changes = {"device": "cuda", "precision": "fp32", "epochs": 1, "sift.mode": "random", "sift.keep_fraction": 0.5}
+        if mode is not None:
+            changes.update(compile=True, compile_mode=mode)
+        recipe = validate_recipe(tiny_recipe_dict(text_csv, **changes))
+        torch._dynamo.reset()
+        train(build_workload(recipe), recipe, run_dir=None)
+        return got
+
+    eager, graphs = recorded(None), recorded("reduce-overhead")
+    assert len(eager) == len(graphs) > 5
+    for step, (a, b) in enumerate(zip(eager, graphs)):
+        assert torch.allclose(a, b, rtol=1e-3, atol=1e-4), (step, a, b)

@@ -3,8 +3,10 @@ global history ranks every rank's samples (the torchrun runs through the CLI are
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -66,9 +68,20 @@ def _worker(rank: int, world: int, init_file: str, out_dir: str, uneven: bool) -
         dist.destroy_process_group()
 
 
-def _run(tmp_path: Path, uneven: bool = False) -> list[dict]:
-    ctx = mp.spawn(_worker, args=(2, str(tmp_path / "init"), str(tmp_path), uneven), nprocs=2, join=False)
-    deadline = time.monotonic() + 120
+def _leave() -> None:
+    """End a finished worker without Python's finalisation, where torch's gloo threads now and then abort the process
+    ("terminate called without an active exception", no Python frame) after its results are written."""
+    import os
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _run(tmp_path: Path, uneven: bool = False, worker=_worker) -> list[dict]:  # noqa: ANN001
+    ctx = mp.spawn(worker, args=(2, str(tmp_path / "init"), str(tmp_path), uneven), nprocs=2, join=False)
+    deadline = time.monotonic() + 150
     while not ctx.join(timeout=1):
         if time.monotonic() > deadline:  # a deadlock fails the test instead of hanging CI
             for p in ctx.processes:
@@ -101,6 +114,85 @@ def test_ranks_with_different_numbers_of_raw_batches_fail_together_instead_of_ha
     for name in MODES:
         for r in ranks:
             assert "different numbers of raw batches per epoch (30 to 31)" in r[name]["error"]
+
+
+#: (scoring, per-rank batch size, kept fraction, learning rate): the GPU's decision order under torchrun, where whether a
+#: rank's raw batch must wait for its scores depends on its own samples (memory scoring: all remembered, or not).
+ORDER_CASES = [("memory", 2, 0.3, 0.0), ("memory", 4, 0.9, 0.1), ("fresh", 3, 0.5, 0.1), ("memory", 3, 0.6, 0.0),
+               ("memory", 3, 0.5, 0.1)]
+COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "all_gather_object", "broadcast_object_list")
+
+
+def _order_worker(rank: int, world: int, init_file: str, out_dir: str, _: bool) -> None:
+    """Each case trained 8 passes (one left early and taken up again), in the GPU's order and the CPU's, gradients
+    averaged by hand as DDP does; every collective this process makes is counted."""
+    from siftcli.sift import loader as loader_module
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=30))
+    calls: list[str] = []  # each collective this rank made, in order, with its size: one sequence on every rank
+
+    def counted(name: str, original):  # noqa: ANN001, ANN202
+        def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            first = args[0] if args else None
+            calls.append(f"{name}:{first.numel() if isinstance(first, torch.Tensor) else len(first or [])}")
+            return original(*args, **kwargs)
+        return call
+
+    for name in COLLECTIVES:
+        setattr(dist, name, counted(name, getattr(dist, name)))
+    results = {}
+    try:
+        for order, devices in (("gpu", ("cuda", "cpu")), ("cpu", ("cuda",))):
+            loader_module.OVERLAP_DEVICES = devices
+            for scoring, batch, keep, lr in ORDER_CASES:
+                calls.clear()
+                g = torch.Generator().manual_seed(rank)  # different data per rank
+                x = torch.randn(10 * batch + 1, 4, generator=g)
+                y = (x[:, 0] > 0).long()
+                torch.manual_seed(0)  # the same initial weights on every rank
+                model = torch.nn.Linear(4, 2)
+                optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+                # each rank draws its own keep decisions: which rows its next epoch must score differs by rank
+                cfg = SiftConfig(beta=1 / keep - 1, loss_history_length=16, seed=0, scoring=scoring)
+                loader = SiftingDataLoader(DataLoader(TensorDataset(x, y), batch_size=batch), model, cross_entropy_loss, cfg)
+                passes = []
+                for p in range(8):
+                    yielded = 0
+                    for i, b in enumerate(loader):
+                        loader.training_loss(cross_entropy_loss(model, b)).backward()
+                        for param in model.parameters():  # DDP's gradient all-reduce, one collective per batch
+                            dist.all_reduce(param.grad)
+                            param.grad /= world
+                        optimizer.step()
+                        optimizer.zero_grad()
+                        yielded += 1
+                        if p == 3 and i == 1:  # a pass left early: the next one takes its epoch up again
+                            break
+                    passes.append(yielded)
+                results[f"{order}/{scoring}/{batch}/{keep}/{lr}"] = {
+                    "collectives": dict(Counter(c.split(":")[0] for c in calls)), "sequence": list(calls),
+                    "passes": passes, "epoch": loader.epoch,
+                    "weights": [p.detach().flatten().tolist() for p in model.parameters()]}
+        Path(out_dir, f"rank{rank}.json").write_text(json.dumps(results))
+    finally:
+        dist.destroy_process_group()
+    _leave()
+
+
+@pytest.mark.slow
+def test_the_gpu_decision_order_joins_the_same_collectives_on_every_rank(tmp_path: Path) -> None:
+    """A raw batch decided at once on one rank and held for its scores on another must not shift the ranks'
+    collectives against each other (a hang, or a gloo size mismatch, before the fix): in both decision orders every
+    rank makes the same collectives, yields the same batches and ends with the same weights."""
+    ranks = _run(tmp_path, worker=_order_worker)
+    assert len(ranks[0]) == 2 * len(ORDER_CASES)
+    for case, r0 in ranks[0].items():
+        r1 = ranks[1][case]
+        assert r0["collectives"]["all_gather"] > 0, case
+        assert r0["sequence"] == r1["sequence"], (case, r0["collectives"], r1["collectives"])
+        assert r0["passes"] == r1["passes"] and r0["epoch"] == r1["epoch"] == 7, case  # pass 4 continued epoch 3
+        assert r0["weights"] == r1["weights"], case
 
 
 @pytest.mark.parametrize("world", [1, 2, 3])

@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss, hf_loss, mse_loss
+from siftcli.sift import loader as loader_module
 
 
 def _tuple_loader(n: int = 100, batch: int = 8, shuffle: bool = False) -> DataLoader:
@@ -470,3 +471,98 @@ def test_exact_len_resumes_mid_epoch_and_after_the_promised_batches_exactly(stop
     got += _stop_at_len(resumed)
     assert len(got) == len(reference)
     assert all(torch.equal(a, b) for a, b in zip(got, reference))
+
+
+def _shuffled_run(own_generator: bool, scoring: str, stop: tuple[int, int] | None, state_file: str | None = None,
+                  resume_from: str | None = None) -> list[torch.Tensor]:
+    """Three epochs of a shuffled ``DataLoader`` (the docs' shape), a model trained on the sifted batches; ``stop``
+    (epoch, batch): save everything a user saves there (loader, model, optimizer, the global RNG) and return;
+    ``resume_from``: a fresh loader, model and optimizer that load it and train to the end."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(90, 4, generator=g)
+    y = (x[:, 0] > 0).long()
+    torch.manual_seed(7)
+    base = DataLoader(TensorDataset(x, y), batch_size=8, shuffle=True,
+                      generator=torch.Generator().manual_seed(1) if own_generator else None)
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.2)
+    sifted = SiftingDataLoader(base, model, cross_entropy_loss, SiftConfig(beta=1.0, loss_history_length=24, seed=3,
+                                                                            scoring=scoring))
+    start = 0
+    if resume_from is not None:
+        saved = torch.load(resume_from, weights_only=True)
+        sifted.load_state_dict(saved["loader"])
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        torch.set_rng_state(saved["rng"])
+        start = saved["epoch"]
+    for epoch in range(start, 3):
+        for i, batch in enumerate(sifted):
+            loss = sifted.training_loss(cross_entropy_loss(model, batch))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if stop == (epoch, i):
+                break
+        if stop in ((epoch, i), (epoch, -1)):  # -1: after the epoch's last batch
+            torch.save({"loader": sifted.state_dict(), "model": model.state_dict(), "rng": torch.get_rng_state(),
+                        "optimizer": optimizer.state_dict(), "epoch": epoch + (stop[1] == -1)}, state_file)
+            return []
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("own_generator", [True, False], ids=["generator", "global-rng"])
+@pytest.mark.parametrize("scoring", ["fresh", "memory"])
+def test_a_shuffled_dataloader_resumes_exactly_in_any_epoch(tmp_path, own_generator: bool, scoring: str) -> None:
+    """Stopped mid-epoch in each of three epochs (and between two), loaded into a loader made afresh: the same weights
+    as the uninterrupted run (the resumed epoch draws its order from what the interrupted one drew it from)."""
+    whole = _shuffled_run(own_generator, scoring, None)
+    for stop in ((0, 3), (1, 2), (2, 1), (1, -1)):
+        path = str(tmp_path / f"state{stop}.pt")
+        assert _shuffled_run(own_generator, scoring, stop, path) == []  # stopped there
+        torch.manual_seed(12345)  # another process's RNG: the resume must not depend on it
+        resumed = _shuffled_run(own_generator, scoring, None, resume_from=path)
+        assert all(torch.equal(a, b) for a, b in zip(whole, resumed)), (stop, whole, resumed)
+
+
+def test_a_shuffled_dataloader_resumes_exactly_in_a_new_process(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    whole = _shuffled_run(True, "memory", None)
+    path = tmp_path / "state.pt"
+    _shuffled_run(True, "memory", (1, 3), str(path))
+    code = ("import sys, torch; sys.path.insert(0, '.'); from tests.test_loader import _shuffled_run; "
+            f"torch.save(_shuffled_run(True, 'memory', None, resume_from={str(path)!r}), {str(tmp_path / 'w.pt')!r})")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(__file__).parent.parent))
+    resumed = torch.load(tmp_path / "w.pt", weights_only=True)
+    assert all(torch.equal(a, b) for a, b in zip(whole, resumed))
+
+
+@pytest.mark.parametrize("order", ["gpu", "cpu"])
+def test_a_state_saved_by_the_previous_layout_resumes_with_the_same_batches(order: str, monkeypatch) -> None:
+    """``tests/data/loader_state_v1.pt`` holds states the version before the loader's parts owned their state saved
+    (layout 1: a raw batch waiting for its scores in the GPU's order; rows packed and buffered), and what that loader
+    yielded after them (tests/data/make_loader_state_v1.py made it); this version upgrades and continues identically."""
+    from pathlib import Path
+
+    from tests.data.make_loader_state_v1 import make
+
+    saved = torch.load(Path(__file__).parent / "data" / "loader_state_v1.pt", weights_only=True)[order]
+    assert "version" not in saved["state"] and (saved["state"]["waiting"] is not None) == (order == "gpu")
+    monkeypatch.setattr(loader_module, "OVERLAP_DEVICES", loader_module.OVERLAP_DEVICES)  # make() sets it
+    loader = make(order == "gpu")
+    loader.load_state_dict(saved["state"])
+    got = []
+    for _ in range(2):  # the rest of epoch 1, then epoch 2
+        for b in loader:
+            loader.training_loss(cross_entropy_loss(loader.model, b))
+            got.append(b[0].clone())
+    assert len(got) == len(saved["rest"]) and all(torch.equal(a, b) for a, b in zip(got, saved["rest"]))
+    assert loader.stats.kept_samples == saved["kept"]
+
+
+def test_a_state_of_a_newer_layout_is_refused_naming_the_versions() -> None:
+    loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig())
+    with pytest.raises(ValueError, match=r"layout version 3; this siftcli reads versions 1 to 2"):
+        loader.load_state_dict({**loader.state_dict(), "version": 3})

@@ -108,7 +108,7 @@ def test_a_state_holding_batch_encodings_loads_with_weights_only(tmp_path: Path)
     for _ in range(2):
         next(batches)
     state = whole.state_dict()
-    assert state["packer"]["buffer"] or state["pending"]  # the state holds batches
+    assert state["outbox"]["packer"]["buffer"] or state["outbox"]["pending"]  # the state holds batches
     torch.save(state, tmp_path / "state.pt")
     resumed = make()
     resumed.load_state_dict(torch.load(tmp_path / "state.pt", weights_only=True))

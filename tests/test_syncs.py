@@ -16,7 +16,7 @@ from siftcli.training.loop import train
 from siftcli.training.setup import sift_config
 from siftcli.workload.build import build_workload
 from tests.conftest import tiny_recipe_dict
-from tests.syncs import SyncCounter
+from tests.syncs import SyncCounter, on_device
 
 #: The paths of item 1: the baseline, online sifting (memory, fresh, every mode; reducible needs a reference and is
 #: counted in test_reference_scoring_makes_no_sync), and distillation with the teacher cache.
@@ -32,12 +32,17 @@ CASES = {
 }
 
 
-def count_syncs(recipe_dict: dict, teacher_dir: Path | None = None, **train_kwargs) -> tuple[Counter, int, SyncCounter]:
+def count_syncs(recipe_dict: dict, teacher_dir: Path | None = None, batches_on_device: bool = False,
+                **train_kwargs) -> tuple[Counter, int, SyncCounter]:
     """(host reads of device values by step, steps run, the counter) for one training run; evaluation and checkpoints
-    (where a sync is allowed) are not counted."""
+    (where a sync is allowed) are not counted. ``batches_on_device``: the loader's input batches count as sitting on the
+    device (as accelerate's do), so a host read of one counts too."""
     recipe = validate_recipe(recipe_dict)
     torch.manual_seed(0)
     workload = build_workload(recipe)
+    if batches_on_device:
+        collate = workload.collate
+        workload.collate = lambda rows: on_device(collate(rows))
     cfg = sift_config(recipe, len(workload.train_data)) if recipe.sift.enabled else None
     modules = [workload.model] + ([workload.teacher] if getattr(workload, "teacher", None) is not None else [])
     counter = SyncCounter(*modules)
@@ -75,6 +80,73 @@ def test_the_steady_state_step_reads_nothing_back_from_the_device(text_csv: Path
     late = {s: n for s, n in by_step.items() if 2 <= s <= steps}
     where = sorted({(op, at) for s, op, at in counter.events if 2 <= s <= steps})
     assert not late, f"{case}: host reads of device values in steady-state steps {late}: {where}"
+
+
+@pytest.mark.parametrize("case", ["baseline", "memory", "fresh-probabilistic"])
+def test_batches_already_on_the_device_are_packed_without_a_host_read(text_csv: Path, case: str) -> None:
+    """Raw batches that arrive on the GPU (accelerate put them there): packing kept rows (the index reaches the device
+    without blocking, contiguous rows are a view) and trimming padding (each row's width copied to the host when the
+    batch arrived) read nothing back."""
+    by_step, steps, counter = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=3, **CASES[case])), batches_on_device=True)
+    late = sorted({(op, at) for s, op, at in counter.own() if 2 <= s <= steps})
+    assert steps > 15 and not late, f"{case}: host reads of device values in steady-state steps: {late}"
+
+
+def test_the_counter_sees_a_read_of_a_batch_on_the_device(text_csv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not blind to batches: trimming by reading the packed batch's mask (as before the widths were copied early) is a
+    read in every step that packs."""
+    from siftcli.sift import batching
+
+    trim = batching.trim_padding
+    monkeypatch.setattr(batching, "trim_padding", lambda batch, *a, needed=None, **k: trim(batch, *a, **k))
+    _, steps, counter = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=2, **CASES["fresh-probabilistic"])),
+                                    batches_on_device=True)
+    assert sum(1 for s, _, at in counter.own() if 2 <= s <= steps and "batching.py" in at) >= steps // 2
+
+
+def test_sifting_trainer_packs_batches_on_the_device_without_a_host_read(tmp_path: Path) -> None:
+    """``SiftingTrainer``'s raw batches sit where accelerate put them; its steady-state steps make no host read of a
+    device value in siftcli's code (the Trainer's own checks, which the plain Trainer makes too, are left out), and its
+    scoring runs in the Trainer's precision."""
+    from transformers import BertConfig, BertForSequenceClassification, TrainerCallback, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+    from siftcli.sift import SiftConfig
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=32, num_labels=2))
+    g = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(1, 50, (int(torch.randint(3, 16, (1,), generator=g)),), generator=g),
+             "labels": i % 2} for i in range(96)]
+
+    def collate(batch: list[dict]) -> dict:
+        width = max(len(r["input_ids"]) for r in batch)
+        ids = torch.zeros(len(batch), width, dtype=torch.long)
+        mask = torch.zeros(len(batch), width, dtype=torch.long)
+        for i, r in enumerate(batch):
+            ids[i, :len(r["input_ids"])], mask[i, :len(r["input_ids"])] = r["input_ids"], 1
+        return on_device({"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in batch])})
+
+    counter = SyncCounter(model)
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN003, ANN201
+            counter.step = state.global_step + 1
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=3, report_to=[],
+                             save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True)
+    trainer = SiftingTrainer(model=model, args=args, train_dataset=rows, data_collator=collate, callbacks=[Steps()],
+                             sift_config=SiftConfig(beta=1.0, sift_delay=2, scoring="memory"))
+    devices, loader_module.OVERLAP_DEVICES = loader_module.OVERLAP_DEVICES, ("cuda", "cpu")  # the GPU's order
+    try:
+        with counter:
+            out = trainer.train()
+    finally:
+        loader_module.OVERLAP_DEVICES = devices
+    late = sorted({(op, at) for s, op, at in counter.own() if s >= 2})
+    assert out.global_step > 15 and not late, late
+    assert trainer.sifting_loader.precision == "fp32"  # the Trainer's (bf16=True would make it bf16)
 
 
 def test_the_counter_sees_a_per_step_item(text_csv: Path, monkeypatch: pytest.MonkeyPatch) -> None:

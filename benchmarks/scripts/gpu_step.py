@@ -47,7 +47,8 @@ from siftcli.recipe.schema import Recipe
 
 GPU_RECIPE = ROOT / "recipes" / "gpu" / "bert-base-config-sst2.yaml"
 CPU_RECIPE = ROOT / "recipes" / "default.yaml"
-OUT = ROOT / "runs" / "gpu-step"
+#: The run folder (``--output``; ``None``: runs/gpu-step under the folder the command is started from).
+OUT: Path | None = None
 #: Rows of the GPU run: 16,384 training sentences (256 raw batches of 64 an epoch) and 872 for evaluation.
 GPU_SIZE = ["data.max_train_samples=16384", "data.max_eval_samples=872", "num_workers=4"]
 SMOKE = ["device=cpu", "precision=fp32", "num_workers=0", "batch_size=8", "eval.batch_size=64",
@@ -71,6 +72,7 @@ class Row:
     scoring_share: float = 0.0
     compile_seconds: float | None = None
     steady_compilations: int | None = None
+    eager_fallbacks: int | None = None  # compiled frames that failed and ran eagerly: a "compiled" row that is not
     peak_share: float | None = None
     peak_mb: float | None = None
     note: str = ""
@@ -142,6 +144,7 @@ def plain_loop(workload: Any, recipe: Recipe, warmup: int, steps: int, compiled:
 
     device = workload.device
     model = workload.model.to(device).train()
+    before = compiling.counts()
     forward = compiling.compile_module(model, recipe.compile_mode) if compiled else model  # as siftcli compiles
     optimizer = make_optimizer(model, recipe.optim.lr, recipe.optim.weight_decay)
     window, tokens, step = Window(device, warmup, steps), 0, 0
@@ -163,7 +166,8 @@ def plain_loop(workload: Any, recipe: Recipe, warmup: int, steps: int, compiled:
                 tokens += int(batch["input_ids"].numel()) if "input_ids" in batch else 0
             if window.at(step):
                 ms = 1000 * window.seconds / steps
-                row = Row("plain PyTorch loop" + (", compiled" if compiled else ""), ms, ms, peak_mb=_peak_mb(device))
+                row = Row("plain PyTorch loop" + (", compiled" if compiled else ""), ms, ms, peak_mb=_peak_mb(device),
+                          eager_fallbacks=int(compiling.since(before)["eager_fallbacks"]) if compiled else None)
                 return row, tokens / steps
 
 
@@ -190,7 +194,8 @@ def siftcli_run(workload: Any, recipe: Recipe, name: str, warmup: int, steps: in
     return Row(name, 1000 * window.seconds / steps, 1000 * window.seconds / max(1e-9, raw),
                kept=(window.trained[1] - window.trained[0]) / max(1, window.raw[1] - window.raw[0]),
                scoring_share=phases.get("scoring", 0.0) / clock, compile_seconds=compile_info.get("seconds"),
-               steady_compilations=compile_info.get("steady_compilations"), peak_mb=_peak_mb(workload.device))
+               steady_compilations=compile_info.get("steady_compilations"), peak_mb=_peak_mb(workload.device),
+               eager_fallbacks=compile_info.get("eager_fallbacks"))
 
 
 def trainer_run(workload: Any, recipe: Recipe, name: str, warmup: int, steps: int, sifted: bool) -> Row:
@@ -247,8 +252,27 @@ def compare_rows(recipe: Recipe, folder: Path) -> tuple[list[str], dict[str, Any
     return lines, pair.get("equal_time") or {}
 
 
-def measure(recipe: Recipe, warmup: int, steps: int, *, compiled: bool, trainer: bool) -> tuple[list[Row], float]:
-    """Every row, each from the same initial weights; returns the rows and the plain loop's tokens per step."""
+def fit_steps(minutes: float, spent: float, plain_ms: float, warmup: int, steps: int, rows_left: int,
+              compare_steps: int) -> tuple[int, float]:
+    """The window's steps for the rows still to run so that the whole run fits ``minutes`` (never fewer than 20), and
+    the estimate in minutes: each row costs its warm-up and window at up to twice the plain step (sifted rows read
+    more raw batches) plus 20 s of setup (a compiled row's compile is inside the setup on a GPU's small model and
+    counted again in the margin), and the compare trains four arms over ``compare_steps`` steps each."""
+    def estimate(n: int) -> float:
+        per_row = 20.0 + (warmup + n) * 2 * plain_ms / 1000
+        return (spent + rows_left * per_row + 4 * compare_steps * 2 * plain_ms / 1000) / 60
+    while steps > 20 and estimate(steps) > minutes:
+        steps = max(20, int(steps * 0.8))
+    return steps, estimate(steps)
+
+
+def measure(recipe: Recipe, warmup: int, steps: int, *, compiled: bool, trainer: bool,
+            on_row: Any = None, minutes: float | None = None, compare_steps: int = 0) -> tuple[list[Row], float]:
+    """Every row, each from the same initial weights; returns the rows and the plain loop's tokens per step.
+    ``on_row(row, plain_ms)`` is called as each row lands; ``minutes``: the window of the rows after the plain loop is
+    sized (:func:`fit_steps`) so that the whole run fits."""
+    t0 = time.perf_counter()
+    on_row = on_row or (lambda row, plain_ms: None)
     from siftcli.workload.build import build_workload
 
     if recipe.pad_to_multiple_of is None:  # every row pads as a compiled one must: the plain loop's batches are the same
@@ -263,6 +287,7 @@ def measure(recipe: Recipe, warmup: int, steps: int, *, compiled: bool, trainer:
     rows: list[Row] = []
     plain, tokens = plain_loop(fresh(), recipe, warmup, steps)
     rows.append(plain)
+    on_row(plain, plain.ms_step)
     eager = recipe.model_copy(update={"compile": False})
     memory = {"scoring": "memory", "sift_delay": 0, "mode": "probabilistic", "beta": 1.0}
     fresh_scores = {"scoring": "fresh", "sift_delay": 0, "mode": "probabilistic", "beta": 1.0}
@@ -276,13 +301,23 @@ def measure(recipe: Recipe, warmup: int, steps: int, *, compiled: bool, trainer:
         on = recipe.model_copy(update={"compile": True})
         runs += [("siftcli baseline, compiled", on, warmup, None),
                  ("siftcli sifted, remembered losses, compiled", on, later, memory)]
+    if minutes:
+        left = len(runs) + int(compiled) + 2 * int(trainer)
+        steps, estimate = fit_steps(minutes, time.perf_counter() - t0, plain.ms_step, warmup, steps, left, compare_steps)
+        print(f"# {steps} timed steps a row from here: about {estimate:.1f} min in all by this run's estimate "
+              f"(--minutes {minutes:g})", flush=True)
+
+    def add(row: Row) -> None:
+        rows.append(row)
+        on_row(row, plain.ms_step)
+
     for name, r, start, sift in runs:
-        rows.append(siftcli_run(fresh(), r, name, start, steps, sift))
+        add(siftcli_run(fresh(), r, name, start, steps, sift))
     if compiled:
-        rows.append(plain_loop(fresh(), recipe, warmup, steps, compiled=True)[0])
+        add(plain_loop(fresh(), recipe, warmup, steps, compiled=True)[0])
     if trainer:
-        rows.append(trainer_run(fresh(), recipe, "Hugging Face Trainer", warmup, steps, sifted=False))
-        rows.append(trainer_run(fresh(), recipe, "SiftingTrainer (remembered losses)", warmup, steps, sifted=True))
+        add(trainer_run(fresh(), recipe, "Hugging Face Trainer", warmup, steps, sifted=False))
+        add(trainer_run(fresh(), recipe, "SiftingTrainer (remembered losses)", warmup, steps, sifted=True))
     peak = _peak_flops(workload.device)
     if peak:
         params = sum(p.numel() for p in workload.model.parameters())
@@ -292,21 +327,26 @@ def measure(recipe: Recipe, warmup: int, steps: int, *, compiled: bool, trainer:
 
 
 def table(rows: list[Row], plain_ms: float) -> list[str]:
-    lines = ["| configuration | ms / step | × plain | ms / raw batch | kept | scoring share | bound a + s + 0.03 | "
-             "compile s | steady compilations | bf16 peak | peak MB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        sifted = r.kept < 0.999
-        bound = f"{r.kept + r.scoring_share + 0.03:.2f} ({r.ms_raw_batch / plain_ms:.2f})" \
-            if sifted and r.scoring_share == r.scoring_share else "—"
-        lines.append(
-            f"| {r.name} | {r.ms_step:.1f} | {r.ms_step / plain_ms:.2f} | {r.ms_raw_batch:.1f} | {r.kept:.2f} | "
+    return TABLE_HEAD + [table_row(r, plain_ms) for r in rows]
+
+
+TABLE_HEAD = ["| configuration | ms / step | × plain | ms / raw batch | kept | scoring share | bound a + s + 0.03 | "
+              "compile s | steady compilations | eager fallbacks | bf16 peak | peak MB |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+
+def table_row(r: Row, plain_ms: float) -> str:
+    """One row of the table (printed as it lands, and in the section)."""
+    sifted = r.kept < 0.999
+    bound = f"{r.kept + r.scoring_share + 0.03:.2f} ({r.ms_raw_batch / plain_ms:.2f})" \
+        if sifted and r.scoring_share == r.scoring_share else "—"
+    return (f"| {r.name} | {r.ms_step:.1f} | {r.ms_step / plain_ms:.2f} | {r.ms_raw_batch:.1f} | {r.kept:.2f} | "
             f"{'—' if r.scoring_share != r.scoring_share else f'{r.scoring_share:.2f}'} | {bound} | "
             f"{'—' if r.compile_seconds is None else f'{r.compile_seconds:.1f}'} | "
             f"{'—' if r.steady_compilations is None else r.steady_compilations} | "
+            f"{'—' if r.eager_fallbacks is None else r.eager_fallbacks} | "
             f"{'—' if r.peak_share is None else f'{100 * r.peak_share:.0f}%'} | "
             f"{'—' if r.peak_mb is None else f'{r.peak_mb:.0f}'} |")
-    return lines
 
 
 def _smoke_data() -> list[str]:
@@ -342,7 +382,7 @@ def device_name(device: torch.device) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks gpu-step", description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true", help="the default recipe on this CPU (the same ratios, no GPU)")
     parser.add_argument("--smoke", action="store_true", help="a tiny model for a few steps on the CPU: checks the script")
     parser.add_argument("--recipe", help="another recipe (its overrides with --set)")
@@ -353,9 +393,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-trainer", action="store_true", help="skip the Hugging Face Trainer rows")
     parser.add_argument("--no-compare", action="store_true", help="skip the siftcli compare")
     parser.add_argument("--copy-to", help="also copy the results here (the device tool's $OUT)")
+    parser.add_argument("--output", help="the run folder for results.json and the rows' scratch (default runs/gpu-step "
+                                         "under the folder it is started from)")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="fit the whole run in about this many minutes: the timed window shrinks (to 20 steps at "
+                             "least) by an estimate from the plain loop's step (default on a GPU: 8)")
     parser.add_argument("--seeds", type=int, default=1, help="accepted for the harness; the step rows run once")
     parser.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = parser.parse_args(argv)
+    global OUT
+    OUT = Path(args.output).resolve() if args.output else OUT or Path.cwd() / "runs" / "gpu-step"  # never the checkout
     os.chdir(ROOT)  # the recipes name .gpu-data/ relative to the repo root
     smoke, cpu = args.smoke, args.cpu or args.smoke
     path = Path(args.recipe) if args.recipe else (GPU_RECIPE if not cpu or smoke else CPU_RECIPE)
@@ -368,8 +415,12 @@ def main(argv: list[str] | None = None) -> int:
     warmup = args.warmup or (3 if smoke else 30)
     steps = args.steps or (4 if smoke else 40 if cpu else 200)
     t0 = time.perf_counter()
+    minutes_budget = args.minutes if args.minutes is not None else (None if cpu else 8.0)
+    compare_steps = 0 if args.no_compare else int(recipe.epochs * -(-(recipe.data.max_train_samples or 0) // recipe.batch_size))
+    print("\n".join(TABLE_HEAD), flush=True)
     rows, tokens = measure(recipe, warmup, steps, compiled=not args.no_compile and (not cpu or smoke),
-                           trainer=not args.no_trainer)
+                           trainer=not args.no_trainer, on_row=lambda row, plain_ms: print(table_row(row, plain_ms), flush=True),
+                           minutes=minutes_budget, compare_steps=compare_steps)
     device = torch.device(recipe.device if recipe.device != "auto" else "cuda" if torch.cuda.is_available() else "cpu")
     lines = table(rows, rows[0].ms_step)
     held: dict[str, Any] = {}

@@ -27,6 +27,7 @@ from siftcli.sift.arguments import raw_batches
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss, hf_loss
 from siftcli.sift.sifter import SiftConfig
+from siftcli.sift.stateful import BatchSource
 
 
 @contextlib.contextmanager
@@ -40,7 +41,7 @@ def _loader_resumes_itself() -> Iterator[None]:
         yield
         return
 
-    def skip_first_batches(dataloader: Any, num_batches: int = 0) -> Any:
+    def skip_first_batches(dataloader: BatchSource, num_batches: int = 0) -> BatchSource:
         return dataloader if isinstance(dataloader, SiftingDataLoader) else original(dataloader, num_batches)
 
     trainer_module.skip_first_batches = skip_first_batches
@@ -56,6 +57,12 @@ def run_epochs(args: Any, raw_batches: int, keep_fraction: float) -> float:
     if args.max_steps and args.max_steps > 0:
         return args.max_steps * args.gradient_accumulation_steps / max(1.0, raw_batches * keep_fraction)
     return float(args.num_train_epochs)
+
+
+def trainer_precision(args: Any) -> str:
+    """The scoring forward's precision: the one the Trainer trains in (its autocast), so ranking costs what a training
+    forward costs and never runs fp32 beside a bf16 step."""
+    return "bf16" if getattr(args, "bf16", False) else "fp16" if getattr(args, "fp16", False) else "fp32"
 
 
 class SiftingTrainer(Trainer):
@@ -96,6 +103,7 @@ class SiftingTrainer(Trainer):
         pad = {"input_ids": self.pad_token_id} if self.pad_token_id is not None else None
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
                                                 batch_size=self._train_batch_size, pad_values=pad,
+                                                precision=trainer_precision(self.args),
                                                 epochs=run_epochs(self.args, raw_batches(base), self.sift_config.target_keep_fraction),
                                                 exact_len=True)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None

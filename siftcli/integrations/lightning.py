@@ -26,9 +26,10 @@ from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.sifter import SiftConfig
+from siftcli.sift.stateful import BatchSource
 
 
-def sifting_dataloader(module: Any, dataloader: Any, config: SiftConfig, loss_fn: PerSampleLoss,
+def sifting_dataloader(module: Any, dataloader: BatchSource, config: SiftConfig, loss_fn: PerSampleLoss,
                        **kwargs: Any) -> SiftingDataLoader:
     """Wrap ``dataloader`` so the LightningModule scores its own batches (also ``module.sifted``).
 
@@ -57,7 +58,7 @@ def sifting_dataloader(module: Any, dataloader: Any, config: SiftConfig, loss_fn
     return loader
 
 
-def sharded(dataloader: Any, trainer: Any) -> Any:
+def sharded(dataloader: BatchSource, trainer: Any) -> BatchSource:
     """A plain ``DataLoader`` re-made with a ``DistributedSampler`` when the trainer runs several processes (Lightning's
     own helper re-makes it with every argument it was given), as Lightning does to a loader it sees itself; the compat
     ``SiftingDataloader`` calls it too."""

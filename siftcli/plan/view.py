@@ -7,11 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from siftcli.plan.record import Confirmation, PlanRecord
-
-
-def _f(x: float | None, fmt: str = "{:.3f}") -> str:
-    return "—" if x is None else fmt.format(x)
-
+from siftcli.report.tables import show_value
 
 #: The search table's columns, as :func:`search_rows` gives them (the terminal leaves out the family).
 SEARCH_COLUMNS = ("candidate", "family", "rung", "seconds", "validation", "baseline at that rung", "gap ± noise",
@@ -23,15 +19,15 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
     and the benchmark section all show. The gap is in metric points over the baseline at the same rung; the time ratio
     is at that rung, the reference paid."""
     noise = "" if record.screen_noise is None else f"noise {record.screen_noise:.2f}"
-    rows = [["baseline", "everything", f"{record.screen_fidelity:.2f}", "", _f(record.baseline_metric), "", noise, "1.00",
-             f"the yardstick (a full run: {_f(record.baseline_seconds, '{:.0f}')} s, {record.unit_source or 'not yet known'})"]]
+    rows = [["baseline", "everything", f"{record.screen_fidelity:.2f}", "", show_value(record.baseline_metric), "", noise, "1.00",
+             f"the yardstick (a full run: {show_value(record.baseline_seconds, '{:.0f}')} s, {record.unit_source or 'not yet known'})"]]
     for c in record.candidates:
         if not c.trials:
             rows.append([c.arm, c.family, "—", "—", "—", "—", "—", "—", c.outcome])
         for i, t in enumerate(c.trials):
             gap = "—" if t.gap is None else f"{t.gap:+.2f} ± {t.noise or 0.0:.2f}"
             rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", f"{t.fidelity:.2f}",
-                         f"{t.seconds:.0f}", _f(t.metric), _f(t.baseline_metric), gap, _f(t.time_ratio, "{:.2f}"),
+                         f"{t.seconds:.0f}", show_value(t.metric), show_value(t.baseline_metric), gap, show_value(t.time_ratio, "{:.2f}"),
                          (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else "")])
     return rows
 

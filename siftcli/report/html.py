@@ -9,7 +9,7 @@ import html
 import json
 
 from siftcli.analysis.stats import CompareResult
-from siftcli.runio import _clean
+from siftcli.runio import json_safe
 
 
 def _page() -> str:
@@ -24,6 +24,6 @@ def report_html(result: CompareResult, traces: dict[str, list[list[int]]] | None
     first = result["runs"][0]
     base = first.get("baseline") or next(iter(first.values()))
     data = {**result, "runs": runs, "metric": base["metric"], "higher_is_better": base["higher_is_better"]}
-    text = json.dumps(_clean(data), default=str).replace("</", "<\\/")  # nothing in the data can close the script
+    text = json.dumps(json_safe(data), default=str).replace("</", "<\\/")  # nothing in the data can close the script
     return (_page().replace("__DATA__", text).replace("__NAME__", html.escape(str(result.get("recipe", ""))))
             .replace("__METRIC__", html.escape(base["metric"])))

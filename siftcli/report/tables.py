@@ -24,7 +24,8 @@ def _reference_cost(ref: ReferenceCost | None) -> str:
     return f"{ref['paid_seconds']:.1f} / {ref['build_seconds']:.1f}" + (" (cached)" if ref.get("cached") else "")
 
 
-def _f(x: Any, fmt: str = "{:.3f}") -> str:
+def show_value(x: Any, fmt: str = "{:.3f}") -> str:
+    """A table cell: a float in ``fmt``, nothing known as a dash, anything else as it prints (the plan's tables too)."""
     if x is None:
         return "—"
     if isinstance(x, float):
@@ -41,8 +42,8 @@ def run_table(m: RunMetrics, run_dir: str | None = None) -> Table:
     t = Table(title=f"siftcli train — {m['arm']} ({m['status']})", show_header=False)
     t.add_column("what", style="bold")
     t.add_column("value", justify="right")
-    t.add_row(f"final {metric}", _f(final_value(m), "{:.4f}"))
-    t.add_row("eval loss", _f(final_value(m, "loss"), "{:.4f}"))
+    t.add_row(f"final {metric}", show_value(final_value(m), "{:.4f}"))
+    t.add_row("eval loss", show_value(final_value(m, "loss"), "{:.4f}"))
     t.add_row("training wall-clock", f"{m['train_seconds']:.1f} s")
     t.add_row("total wall-clock", f"{m['total_seconds']:.1f} s")
     t.add_row("optimizer steps", str(m["optimizer_steps"]))
@@ -62,7 +63,7 @@ def run_table(m: RunMetrics, run_dir: str | None = None) -> Table:
         kept = f"{_pct(k['target'])} / {_pct(k['achieved'])} / {_pct(k['achieved_after_delay'])}"
         t.add_row("kept (target / achieved / after delay)", kept)
         t.add_row("scoring cost s, predicted ratio scored/raw·s + a",
-                  f"{_f(m.get('scoring_cost'), '{:.2f}')}, {_f(m.get('predicted_ratio'), '{:.2f}')}")
+                  f"{show_value(m.get('scoring_cost'), '{:.2f}')}, {show_value(m.get('predicted_ratio'), '{:.2f}')}")
         started = f"{_start(k.get('sift_started_at'))} / {_start(k.get('anneal_started_at'))}"
         t.add_row("sifting started / anneal started (raw batch)", started)
     if m.get("compile"):
@@ -120,8 +121,8 @@ def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
     row("accepted % (target)", lambda r: _pct(r["keep"]["target"]) if r.get("keep") else "—")
     row("accepted % (achieved)", lambda r: _pct(r["keep"]["achieved"]) if r.get("keep") else
         _pct(r["subset"]["samples"] / r["subset"]["of"]) if r.get("subset") else _pct(1.0))
-    row(f"final eval {metric_name}", lambda r: _f(final_value(r), "{:.4f}"))
-    row("final eval loss", lambda r: _f(final_value(r, "loss"), "{:.4f}"))
+    row(f"final eval {metric_name}", lambda r: show_value(final_value(r), "{:.4f}"))
+    row("final eval loss", lambda r: show_value(final_value(r, "loss"), "{:.4f}"))
     if any(runs[a].get("label_noise") for a in arms):
         row("flipped labels among kept (after delay)", lambda r: _pct((r.get("label_noise") or {}).get("kept_share_after_delay")
                                                                         or (r.get("label_noise") or {}).get("kept_share")))
@@ -136,15 +137,15 @@ def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
     s = Table(title="what sifting bought", show_header=False)
     s.add_column("what", style="bold")
     s.add_column("value", justify="right")
-    s.add_row("speed-up (baseline / sifted training time)", _f(first.get("speedup"), "{:.2f}x"))
+    s.add_row("speed-up (baseline / sifted training time)", show_value(first.get("speedup"), "{:.2f}x"))
     s.add_row("time ratio (sifted / baseline): as run; reference paid in full",
-              f"{_f(first.get('equal_epoch_ratio'), '{:.2f}')}; {_f(first.get('paid_ratio'), '{:.2f}')}")
-    s.add_row(f"{metric_name} delta (sifted − baseline)", _f(first.get("metric_delta"), "{:+.2f}") + unit)
-    s.add_row(f"target ({metric_name}, baseline final − {first['target_drop']}{unit})", _f(first.get("target"), "{:.4f}"))
+              f"{show_value(first.get('equal_epoch_ratio'), '{:.2f}')}; {show_value(first.get('paid_ratio'), '{:.2f}')}")
+    s.add_row(f"{metric_name} delta (sifted − baseline)", show_value(first.get("metric_delta"), "{:+.2f}") + unit)
+    s.add_row(f"target ({metric_name}, baseline final − {first['target_drop']}{unit})", show_value(first.get("target"), "{:.4f}"))
     s.add_row("time to target: baseline / sifted (s)",
-              f"{_f(first.get('baseline_time_to_target'), '{:.1f}')} / {_f(first.get('sifted_time_to_target'), '{:.1f}')}")
-    s.add_row("time-to-target ratio (sifted / baseline)", _f(first.get("time_to_target_ratio"), "{:.2f}"))
-    cost = f"{_f(first.get('scoring_cost'), '{:.2f}')}; {_f(first.get('predicted_ratio'), '{:.2f}')}"
+              f"{show_value(first.get('baseline_time_to_target'), '{:.1f}')} / {show_value(first.get('sifted_time_to_target'), '{:.1f}')}")
+    s.add_row("time-to-target ratio (sifted / baseline)", show_value(first.get("time_to_target_ratio"), "{:.2f}"))
+    cost = f"{show_value(first.get('scoring_cost'), '{:.2f}')}; {show_value(first.get('predicted_ratio'), '{:.2f}')}"
     s.add_row("scoring cost s; predicted ratio scored/raw · s + a (measured: equal-epoch ratio)", cost)
     held = first.get("equal_time")
     if held:
@@ -152,7 +153,7 @@ def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
                   f"({held['ratio']:.3f}{'' if held['within_3_percent'] else ', off by more than 3%'})")
     for arm, v in first.get("vs", {}).items():
         if arm != "baseline":
-            s.add_row(f"sifted − {arm} ({_VALUE_OF.get(arm, 'difference')})", _f(v.get("diff"), "{:+.2f}") + unit)
+            s.add_row(f"sifted − {arm} ({_VALUE_OF.get(arm, 'difference')})", show_value(v.get("diff"), "{:+.2f}") + unit)
     parts: list[Any] = [t, s]
     summary = result.get("seeds_summary")
     if summary:
@@ -187,7 +188,7 @@ def sweep_view(result: SweepResult, run_dir: str | None = None) -> Group:
     """Every trial (parameters, metric, wall-clock, time-to-target, where it was pruned), the front, the baseline
     frontier, and the recommendation with its reason."""
     metric = result["metric"]
-    target = _f(result.get("target"), "{:.4f}")
+    target = show_value(result.get("target"), "{:.4f}")
     counts = result.get("counts", {})
     t = Table(title=f"siftcli sweep-beta, {result['mode']} mode: {counts.get('complete', 0)} complete, "
                     f"{counts.get('pruned', 0)} pruned, {counts.get('fail', 0)} failed (target {metric} {target})")
@@ -200,12 +201,12 @@ def sweep_view(result: SweepResult, run_dir: str | None = None) -> Group:
         state = {"pruned": f"pruned at raw batch {r.get('pruned_at_raw_batch')}", "fail": f"failed: {r.get('error') or ''}"[:60]}.get(
             r["state"], r["state"])
         mark = "★" if best.get("kind") == "trial" and best.get("number") == r["number"] else ("front" if r["number"] in front else "")
-        t.add_row(str(r["number"]), params, _f(r.get("value"), "{:.4f}"), _f(r.get("train_seconds"), "{:.1f}"),
-                  _f(r.get("time_to_target"), "{:.1f}"), state, mark)
+        t.add_row(str(r["number"]), params, show_value(r.get("value"), "{:.4f}"), show_value(r.get("train_seconds"), "{:.1f}"),
+                  show_value(r.get("time_to_target"), "{:.1f}"), state, mark)
     for p in result["frontier"]:
         mark = "★" if best.get("kind") == "baseline" and best.get("fraction") == p["fraction"] else "frontier"
-        t.add_row("base", f"baseline, {p['fraction']:g} of the steps", _f(p.get("value"), "{:.4f}"),
-                  _f(p.get("train_seconds"), "{:.1f}"), "", "complete", mark)
+        t.add_row("base", f"baseline, {p['fraction']:g} of the steps", show_value(p.get("value"), "{:.4f}"),
+                  show_value(p.get("train_seconds"), "{:.1f}"), "", "complete", mark)
     parts: list[Any] = [t, Text(best["text"], style="bold")]
     startup = (result.get("startup_seconds") or {}).get("median")
     parts.append(Text(f"sweep wall-clock {result['sweep_seconds']:.0f} s; trial processes {result['trial_process_seconds']:.0f} s"

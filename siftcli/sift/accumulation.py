@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from siftcli.sift.stateful import BatchSource
 
-def gradient_state(dataloader: Any) -> Any | None:
+
+def gradient_state(dataloader: BatchSource) -> Any | None:
     """The ``GradientState`` of a loader ``accelerator.prepare`` made (``DataLoaderShard``, ``DataLoaderDispatcher``);
     None for any other loader (accelerate is never imported here)."""
     state = getattr(dataloader, "gradient_state", None)
@@ -23,7 +25,7 @@ def gradient_state(dataloader: Any) -> Any | None:
 class EpochEnd:
     """One pass of ``loader`` as accelerate's ``GradientState`` sees it."""
 
-    def __init__(self, loader: Any, state: Any) -> None:
+    def __init__(self, loader: BatchSource, state: Any) -> None:
         self.loader, self.state = loader, state
 
     def yielding(self, last: bool) -> None:

@@ -13,7 +13,7 @@ import torch
 from siftcli.sift.sifter import SiftConfig
 
 
-def raw_batches(dataloader: Any) -> int:
+def raw_batches(dataloader: object) -> int:
     """``len(dataloader)``, or a ``TypeError`` saying why a loader without one cannot be sifted."""
     try:
         return len(dataloader)
@@ -27,7 +27,7 @@ def _positive_whole(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
 
 
-def check_arguments(dataloader: Any, model: Any, loss_fn: Any, config: Any, batch_size: Any, epochs: Any = None) -> None:
+def check_arguments(dataloader: object, model: object, loss_fn: object, config: object, batch_size: object, epochs: object = None) -> None:
     """Each of ``SiftingDataLoader``'s first arguments, and the run's length, is of the kind it must be."""
     if not hasattr(dataloader, "__iter__") or isinstance(dataloader, (str, bytes, Mapping)):
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
@@ -60,7 +60,7 @@ def check_padding(padding_side: Any, pad_to_multiple_of: Any, pad_values: Any) -
                         f"got {type(pad_values).__name__}")
 
 
-def check_inputs(dataloader: Any, config: Any, precision: Any, batch_transform: Any, reference_losses: Any, device: Any,
+def check_inputs(dataloader: object, config: Any, precision: object, batch_transform: object, reference_losses: object, device: Any,
                  **flags: Any) -> None:
     """The rest of the loader's keywords: a scoring precision, a callable transform, a reference loss for every sample
     the loader can index (exactly when the config scores by one), a torch device, and ``flags`` (``exact_len``,
@@ -92,7 +92,7 @@ def check_inputs(dataloader: Any, config: Any, precision: Any, batch_transform: 
 
 
 #: What every saved loader state holds (:meth:`SiftingDataLoader.state_dict`).
-STATE_KEYS = ("config", "sifter", "epoch", "raw_in_epoch", "inflight", "memory", "stats")
+STATE_KEYS = ("config", "sifter", "cursor", "sampler", "inflight", "outbox", "memory", "stats")
 
 
 def check_state(state: Any, batch_size: int) -> None:

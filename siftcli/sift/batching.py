@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from siftcli.sift import transfer
 from siftcli.sift.stateful import StateDict
 
 try:  # numpy ships with torch wheels, but keep it optional
@@ -89,19 +90,43 @@ def _first_size(batch: Any) -> int | None:
 
 
 def select(batch: Any, index: torch.Tensor) -> Any:
-    """Rows ``index`` (a 1-D long tensor of positions) of every per-sample field of ``batch``."""
+    """Rows ``index`` (a 1-D long tensor of positions, on the host) of every per-sample field of ``batch``: a contiguous
+    run of rows is a view (``narrow``), any other choice an ``index_select`` whose index reaches each device once,
+    copied without blocking, so packing batches that already sit on a GPU (accelerate's) never waits for it."""
+    return _select(batch, _Rows(index))
+
+
+class _Rows:
+    """One choice of rows, ready for any device a field sits on."""
+
+    def __init__(self, index: torch.Tensor) -> None:
+        self.index, self.on = index, {}
+        n = index.numel()
+        self.run: tuple[int, int] | None = None  # (first row, count) when the rows are contiguous
+        if n and index.device.type == "cpu":
+            first = int(index[0])
+            if int(index[-1]) - first + 1 == n and (n == 1 or bool((index[1:] - index[:-1]).eq(1).all())):
+                self.run = (first, n)
+
+    def take(self, t: torch.Tensor) -> torch.Tensor:
+        if self.run is not None:
+            return t.narrow(0, *self.run)
+        if t.device not in self.on:
+            self.on[t.device] = transfer.to_device(self.index, t.device)
+        return t.index_select(0, self.on[t.device])
+
+
+def _select(batch: Any, rows: _Rows) -> Any:
     if isinstance(batch, torch.Tensor):
-        if batch.ndim == 0:
-            return batch
-        return batch.index_select(0, index.to(batch.device))
+        return batch if batch.ndim == 0 else rows.take(batch)
     if np is not None and isinstance(batch, np.ndarray):
-        return batch[index.cpu().numpy()] if batch.ndim else batch
+        return batch[rows.index.cpu().numpy()] if batch.ndim else batch
     if isinstance(batch, Mapping):
-        return _rebuild_mapping(batch, {k: select(v, index) for k, v in batch.items()})
+        return _rebuild_mapping(batch, {k: _select(v, rows) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)):
         if _is_structure(batch):
-            return _rebuild(batch, [select(v, index) for v in batch])
-        return _rebuild(batch, [batch[i] for i in index.tolist()])
+            return _rebuild(batch, [_select(v, rows) for v in batch])
+        return _rebuild(batch, [batch[i] for i in rows.index.tolist()])
     return batch
 
 
@@ -159,26 +184,39 @@ def bucket(width: int, multiple: int | None) -> int:
     return width if not multiple or multiple <= 1 else -(-width // multiple) * multiple
 
 
+def row_widths(batch: Any, padding_side: str = "right", mask_key: str = "attention_mask") -> torch.Tensor | None:
+    """Each row's width counted from the edge away from its padding (0: all padding), computed where the mask sits and
+    read nowhere: what :func:`trim_padding` needs, copied to the host early so that trimming a packed batch on a GPU
+    never waits for it. ``None`` for a batch without a 2-D mask."""
+    mask = batch.get(mask_key) if isinstance(batch, Mapping) else None
+    if not isinstance(mask, torch.Tensor) or mask.ndim != 2 or mask.shape[1] == 0:
+        return None
+    cols = torch.arange(1, mask.shape[1] + 1, device=mask.device)
+    return (mask.ne(0) * (cols if padding_side == "right" else cols.flip(0))).amax(dim=1)
+
+
 def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "attention_mask",
-                 multiple: int | None = None) -> Any:
+                 multiple: int | None = None, needed: int | None = None) -> Any:
     """Drop padding columns no sample in ``batch`` needs (keeping the width a multiple of ``multiple``, when given).
 
     Packing kept samples from several raw batches pads them to the widest raw batch; the
     samples actually kept are often shorter. Without trimming, every sifted training step
     pays for that padding (measured here: 43% slower steps on SST-2 before this existed).
-    Every 2-D tensor as wide as the mask is cut to the longest real sample.
+    Every 2-D tensor as wide as the mask is cut to the longest real sample: ``needed`` (the largest of the rows'
+    :func:`row_widths`, known on the host), or else read off the mask.
     """
     if not isinstance(batch, Mapping):
         return batch
     mask = batch.get(mask_key)
     if not isinstance(mask, torch.Tensor) or mask.ndim != 2 or mask.shape[1] == 0:
         return batch
-    used = mask.ne(0).any(dim=0).nonzero().flatten()
-    if used.numel() == 0:
-        return batch
     width = mask.shape[1]
-    lo, hi = (0, int(used[-1]) + 1) if padding_side == "right" else (int(used[0]), width)
-    keep = min(width, bucket(hi - lo, multiple))  # a bucket's width (or the raw width, itself one)
+    if needed is None:
+        used = mask.ne(0).any(dim=0).nonzero().flatten()
+        needed = 0 if used.numel() == 0 else int(used[-1]) + 1 if padding_side == "right" else width - int(used[0])
+    if needed <= 0:
+        return batch
+    keep = min(width, bucket(needed, multiple))  # a bucket's width (or the raw width, itself one)
     lo, hi = (0, keep) if padding_side == "right" else (width - keep, width)
     if lo == 0 and hi == width:
         return batch
@@ -227,8 +265,8 @@ def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False
 def saved_form(batch: Any) -> Any:
     """``batch`` as a checkpoint holds it: tensors on the CPU and plain containers only (a ``BatchEncoding`` or a named
     tuple is a class ``torch.load(weights_only=True)`` refuses), so a resumed run yields it as a ``dict``/``tuple``."""
-    if isinstance(batch, torch.Tensor):
-        return batch.to("cpu")
+    if isinstance(batch, torch.Tensor):  # a compact copy: a view (a packed batch's rows) would save its whole storage
+        return batch.to("cpu").clone()
     if isinstance(batch, Mapping):
         return {k: saved_form(v) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
@@ -247,8 +285,9 @@ class Packer:
     """
 
     def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right",
-                 pad_multiple: int | None = None) -> None:
+                 pad_multiple: int | None = None, trim: bool = True) -> None:
         self.batch_size = batch_size
+        self.trim = trim  # False: the caller trims (it knows the rows' widths on the host)
         self.pad_multiple = pad_multiple
         self.pad_values = {**DEFAULT_PAD_VALUES, **(pad_values or {})}
         self.padding_side = padding_side
@@ -276,10 +315,10 @@ class Packer:
         out = []
         while packed is not None and self.buffered >= self.batch_size:
             head, packed = split(packed, self.batch_size)
-            out.append(trim_padding(head, self.padding_side, multiple=self.pad_multiple))
+            out.append(trim_padding(head, self.padding_side, multiple=self.pad_multiple) if self.trim else head)
             self.buffered -= self.batch_size
         if packed is not None and not full_only:
-            out.append(trim_padding(packed, self.padding_side, multiple=self.pad_multiple))
+            out.append(trim_padding(packed, self.padding_side, multiple=self.pad_multiple) if self.trim else packed)
             packed, self.buffered = None, 0
         self.buffer = [packed] if packed is not None else []
         return out
@@ -301,7 +340,7 @@ class Outbox:
 
     def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right",
                  pad_multiple: int | None = None) -> None:
-        self.packer = Packer(batch_size, pad_values, padding_side, pad_multiple)
+        self.packer = Packer(batch_size, pad_values, padding_side, pad_multiple, trim=False)
         self.meta = Packer(batch_size)
         self.pending: list[tuple[Any, dict[str, torch.Tensor]]] = []  # (batch, its meta) packed, not yet yielded
 
@@ -311,25 +350,39 @@ class Outbox:
         self.pending = []
 
     def add(self, raw: Any, mask: torch.Tensor, meta: dict[str, torch.Tensor]) -> None:
-        """The kept rows of ``raw`` (``mask``) with their ``meta``; full batches become pending."""
-        self.pending += list(zip(self.packer.add(raw, mask), self.meta.add(meta, mask)))
+        """The kept rows of ``raw`` (``mask``) with their ``meta``; full batches become pending, trimmed (a raw batch
+        kept whole passes as it came)."""
+        if self.meta.buffer and "width" in meta and "width" not in self.meta.buffer[0]:
+            meta = {k: v for k, v in meta.items() if k != "width"}  # rows of a state saved without widths wait here
+        packed = zip(self.packer.add(raw, mask), self.meta.add(meta, mask))
+        self.pending += [(batch if batch is raw else self._trim(batch, m), m) for batch, m in packed]
+
+    def _trim(self, batch: Any, meta: dict[str, torch.Tensor]) -> Any:
+        """A packed batch cut to its longest row, from the rows' widths on the host where known (no device read)."""
+        widths = meta.get("width")
+        needed = int(widths.max()) if widths is not None and widths.numel() else None
+        return trim_padding(batch, self.packer.padding_side, multiple=self.packer.pad_multiple, needed=needed)
 
     def add_decided(self, raw: Any, mask: torch.Tensor, indices: torch.Tensor | None, weights: torch.Tensor | None,
-                    delayed: bool) -> None:
+                    delayed: bool, widths: torch.Tensor | None = None) -> None:
         """A decided raw batch's kept rows with their meta: the rule's weights (ones where it gives none), whether the
-        delay kept them (their training losses fill the history) and their dataset indices where known. ``raw`` is
-        the whole raw batch (``mask`` picks the kept rows) or, decided at the sampler, only its kept rows."""
+        delay kept them (their training losses fill the history), their dataset indices where known, and each row's
+        width on the host (:func:`row_widths`) where the batch has a mask. ``raw`` is the whole raw batch (``mask``
+        picks the kept rows) or, decided at the sampler, only its kept rows (``widths`` are those rows')."""
         n = mask.numel()
         meta = {"weight": torch.ones(n) if weights is None else weights.float(), "delayed": torch.full((n,), delayed)}
         if indices is not None:
             meta["index"] = indices
         if batch_size(raw) != n:  # only the kept rows were fetched
             meta, mask = select(meta, mask.nonzero().flatten()), torch.ones(int(mask.sum()), dtype=torch.bool)
+        if widths is not None:
+            meta["width"] = widths
         self.add(raw, mask, meta)
 
     def drain(self) -> None:
         """At an epoch's end: the remainder becomes a last, smaller batch."""
-        self.pending += list(zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False)))
+        packed = zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False))
+        self.pending += [(self._trim(batch, m), m) for batch, m in packed]
 
     def rows(self) -> int:
         """Kept rows waiting here (packed or not)."""

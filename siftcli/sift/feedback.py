@@ -17,7 +17,7 @@ from siftcli.sift.memory import LossMemory
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
 from siftcli.sift.stateful import StateDict
-from siftcli.sift.transfer import ToHost, to_device
+from siftcli.sift.transfer import Later, to_device
 
 #: Batch fields added with ``meta_in_batch=True``.
 META_INDEX, META_WEIGHT = "sift_index", "sift_weight"
@@ -33,13 +33,14 @@ class Feedback:
     def __init__(self, config: SiftConfig, sifter: Sifter, scorer: Scorer, memory: LossMemory) -> None:
         self.config, self.sifter, self.scorer, self.memory = config, sifter, scorer, memory
         self.queue: deque[dict[str, torch.Tensor]] = deque(maxlen=256)
-        self.arriving: tuple[dict[str, torch.Tensor], ToHost, int] | None = None  # recorded, not yet stored
+        # recorded, not yet stored: (the batch's meta, its epoch) -> its training losses, copied from the device
+        self.arriving: Later[tuple[dict[str, torch.Tensor], int]] = Later(self._store)
         memory.before_read = self._settle_for
 
     def _settle_for(self, indices: torch.Tensor) -> None:
         """Before the memory is read for ``indices``: store what is arriving if it holds any of them (a loop that fetches
         the next epoch's first batches before recording the last one's losses; never in the steady state)."""
-        if self.arriving is not None and "index" in self.arriving[0] and bool(torch.isin(indices, self.arriving[0]["index"]).any()):
+        if any("index" in meta and bool(torch.isin(indices, meta["index"]).any()) for meta, _ in self.arriving.keys()):
             self.settle()
 
     def push(self, meta: dict[str, torch.Tensor]) -> None:
@@ -91,15 +92,15 @@ class Feedback:
             raise ValueError(f"training_loss()/record() got {losses.numel()} losses for a batch of {indices.numel()} samples: "
                              f"pass the per-sample losses, a Tensor of shape [{indices.numel()}] (reduction='none')")
         self.settle()
-        self.arriving = (meta, ToHost(losses.float()), epoch)
+        self.arriving.put((meta, epoch), losses.float())
 
     def settle(self) -> None:
         """Store the losses :meth:`record` started copying (waits for that copy alone, if it is still under way)."""
-        if self.arriving is None:
-            return
-        meta, copy, epoch = self.arriving
-        self.arriving = None
-        losses = copy.get()
+        self.arriving.settle()
+
+    def _store(self, key: tuple[dict[str, torch.Tensor], int], losses: torch.Tensor) -> None:
+        """One batch's training losses, arrived: into the history (the delay's) and the memory."""
+        meta, epoch = key
         indices = meta.get("index")
         history_from_training = self.config.auto_delay or self.config.scoring == "memory"
         if history_from_training and losses.numel() == meta["delayed"].numel() and bool(meta["delayed"].any()):
@@ -111,13 +112,10 @@ class Feedback:
         if indices is not None:
             self.memory.write(indices, losses, epoch)
 
-    def state_dict(self) -> StateDict | None:
+    def state_dict(self) -> list[StateDict]:
         """The losses still arriving (copied to the host now: a checkpoint may wait), so a resumed run stores them
         where the uninterrupted one does."""
-        if self.arriving is None:
-            return None
-        meta, copy, epoch = self.arriving
-        return {"meta": meta, "losses": copy.get(), "epoch": epoch}
+        return self.arriving.state_dict()
 
-    def load_state_dict(self, state: StateDict | None) -> None:
-        self.arriving = None if not state else (state["meta"], ToHost(state["losses"]), int(state["epoch"]))
+    def load_state_dict(self, state: list[StateDict] | None) -> None:
+        self.arriving.load_state_dict(state)

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from siftcli.sift.stateful import BatchSource
+
 Prefilter = Callable[[list[int]], "list[int] | None"]
 
 
@@ -68,7 +70,7 @@ class _Recording:
 class IndexTracker:
     """Installs the recorder on a ``DataLoader`` (if it can) and hands out one index tensor per raw batch."""
 
-    def __init__(self, dataloader: Any) -> None:
+    def __init__(self, dataloader: BatchSource) -> None:
         self._record: deque[list[int]] = deque()
         self._sampler = _install(dataloader, self._record)
         self.available = self._sampler is not None
@@ -89,7 +91,7 @@ class IndexTracker:
         return torch.tensor(self._record.popleft(), dtype=torch.long)
 
 
-def _install(dataloader: Any, record: deque) -> _RecordingBatchSampler | None:
+def _install(dataloader: BatchSource, record: deque) -> _RecordingBatchSampler | None:
     from torch.utils.data import DataLoader, IterableDataset
 
     # accelerate's DataLoaderShard (the HF Trainer's loader) iterates a wrapped base_dataloader
@@ -107,7 +109,7 @@ def _install(dataloader: Any, record: deque) -> _RecordingBatchSampler | None:
     return dataloader.batch_sampler
 
 
-def stateful(dataloader: Any) -> bool:
+def stateful(dataloader: BatchSource) -> bool:
     """Whether ``dataloader`` saves and restores its own position (torchdata's ``StatefulDataLoader``, or a subclass)."""
     import sys
 
@@ -121,7 +123,7 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def dataset_len(dataloader: Any) -> int | None:
+def dataset_len(dataloader: BatchSource) -> int | None:
     dataset = getattr(dataloader, "dataset", None)
     try:
         return len(dataset) if dataset is not None and getattr(dataloader, "drop_last", False) is False else None
@@ -129,7 +131,7 @@ def dataset_len(dataloader: Any) -> int | None:
         return None
 
 
-def sampled_len(dataloader: Any) -> int | None:
+def sampled_len(dataloader: BatchSource) -> int | None:
     """Samples one epoch of ``dataloader`` draws, where its sampler says (a ``DistributedSampler``'s share of the data,
     a subset, a weighted sampler's ``num_samples``); ``None`` where it cannot tell or drops the last partial batch."""
     if getattr(dataloader, "drop_last", False):
@@ -141,7 +143,7 @@ def sampled_len(dataloader: Any) -> int | None:
         return dataset_len(dataloader)
 
 
-def set_epoch(dataloader: Any, epoch: int) -> None:
+def set_epoch(dataloader: BatchSource, epoch: int) -> None:
     """Tell a seeded or distributed sampler which epoch starts, so its order is reproducible; and a dataset that
     changes its samples by epoch (seeded augmentation), so a resumed run sees what the uninterrupted one saw.
 
@@ -161,7 +163,7 @@ def set_epoch(dataloader: Any, epoch: int) -> None:
             return
 
 
-def loader_batch_size(dataloader: Any) -> int | None:
+def loader_batch_size(dataloader: BatchSource) -> int | None:
     """The per-step batch size of a DataLoader, also one built from a batch sampler or wrapped by accelerate (whose
     ``batch_size`` is ``None``: the sampler knows it)."""
     for holder in (dataloader, getattr(dataloader, "batch_sampler", None), getattr(dataloader, "base_dataloader", None)):
@@ -171,3 +173,17 @@ def loader_batch_size(dataloader: Any) -> int | None:
     inner = getattr(getattr(dataloader, "batch_sampler", None), "batch_sampler", None)  # accelerate's BatchSamplerShard
     size = getattr(inner, "batch_size", None)
     return size if isinstance(size, int) and size > 0 else None
+
+
+def order_generators(dataloader: BatchSource) -> list[torch.Generator]:
+    """The generators an epoch's order is drawn from: a shuffling sampler's own (``DataLoader(shuffle=True,
+    generator=g)`` puts ``g`` on its ``RandomSampler``) and the loader's (its iterator draws a base seed from it), each
+    once. A sampler without one draws from the global RNG instead."""
+    found: list[torch.Generator] = []
+    for loader in (dataloader, getattr(dataloader, "base_dataloader", None)):
+        batch_sampler = getattr(loader, "batch_sampler", None)
+        for holder in (loader, getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)):
+            g = getattr(holder, "generator", None)
+            if isinstance(g, torch.Generator) and all(g is not f for f in found):
+                found.append(g)
+    return found

@@ -1,10 +1,10 @@
 """``SiftingDataLoader``: wraps a ``DataLoader`` and yields full batches of kept samples.
 
 The iterator and the loader's contract (``len``, hooks, the feedback of training losses, checkpoints, the attributes
-scripts read off a ``DataLoader``) are here; epochs open and close in :mod:`.epochs`; each raw batch goes through
-:mod:`.decide` (fetched in, decided, counted and packed out), which calls the engine's
-pieces in order: indices (:mod:`.indices`), scoring (:mod:`.scoring`), the decision (:mod:`.sifter`), agreement
-across ranks (:mod:`.distributed`), counting (:mod:`.stats`) and packing (:class:`.batching.Outbox`).
+scripts read off a ``DataLoader``) are here. A pass reads: fetch a raw batch (the :class:`EpochCursor`'s source), admit it
+(:class:`InFlight`: its scoring forward queued, decided by the :class:`Sifter` now or one batch later), and yield the
+full batches the :class:`~siftcli.sift.batching.Outbox` packed from the kept rows. Each part owns its state and saves it;
+:meth:`SiftingDataLoader.state_dict` composes theirs (:mod:`.saved` holds the loader's own and reads older layouts).
 """
 
 from __future__ import annotations
@@ -17,23 +17,24 @@ from typing import Any
 
 import torch
 
-from siftcli.sift import batching, decide, epochs, saved
+from siftcli.sift import batching, saved
 from siftcli.sift.accumulation import EpochEnd, gradient_state
 from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
-from siftcli.sift.distributed import agree_min, rank, world_size
+from siftcli.sift.cursor import EpochCursor
+from siftcli.sift.distributed import agree_min, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len
+from siftcli.sift.inflight import BatchHook, InFlight
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
 from siftcli.sift.precision import fast_bf16, scoring_precision  # noqa: F401  (re-exported: public since 0.1)
-from siftcli.sift.prefilter import Arrival, SamplerDecisions
+from siftcli.sift.prefilter import SamplerDecisions
 from siftcli.sift.quota import EpochQuota, expected_batches
 from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import UNCERTAINTY, SiftConfig, Sifter
-from siftcli.sift.stateful import StateDict
+from siftcli.sift.stateful import BatchSource, StateDict
 from siftcli.sift.stats import BatchDecision, EpochStats, KeptOverlap, SiftStats  # noqa: F401  (re-exported: public since 0.1)
 
-BatchHook = Callable[[BatchDecision], None]
 #: Devices where a scored raw batch is decided one batch later, when the next one's forward is queued (a device that
 #: runs apart from the host); on the CPU work runs as it is queued, so deciding at once costs nothing and scores with
 #: the newest weights. Tests add "cpu" to run the GPU's order where no GPU is.
@@ -81,12 +82,14 @@ class SiftingDataLoader:
     remembers, and with a map-style ``DataLoader`` a sample it drops is never fetched or collated) and
     applies the rule's weights (``mode="infobatch"``). siftcli's loop and integrations do this for you.
 
-    The loader's parts own their state: :class:`Sifter` (history, delay, generator), :class:`Scorer`, the loss
-    memory, :class:`Feedback` (yielded batches not yet recorded), :class:`SamplerDecisions` (raw batches decided at the
-    sampler), the :class:`~siftcli.sift.batching.Outbox` and :class:`SiftStats`; the loader calls them in order.
+    The loader's parts own their state: :class:`EpochCursor` (where the epoch stands), :class:`InFlight` (raw batches
+    between fetch and decision), :class:`Sifter` (history, delay, generator), :class:`Scorer`, the loss memory,
+    :class:`Feedback` (yielded batches not yet recorded), :class:`SamplerDecisions` (raw batches decided at the
+    sampler), the :class:`~siftcli.sift.batching.Outbox`, :class:`EpochQuota` and :class:`SiftStats`; the loader calls
+    them in order and composes their saved states.
     """
 
-    def __init__(self, dataloader: Any, model: torch.nn.Module, loss_fn: PerSampleLoss, config: SiftConfig | None = None, *,
+    def __init__(self, dataloader: BatchSource, model: torch.nn.Module, loss_fn: PerSampleLoss, config: SiftConfig | None = None, *,
                  batch_size: int | None = None, device: torch.device | str | None = None, precision: str = "fp32",
                  batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
@@ -111,7 +114,6 @@ class SiftingDataLoader:
             raise ValueError(f"{self._needs_indices} needs sample indices: wrap a DataLoader over a map-style dataset")
         self.memory = LossMemory(dataset_len(dataloader) or 0)
         self.meta_in_batch = meta_in_batch
-        self.batch_transform = batch_transform
         self.yield_on_device = yield_on_device
         self.outbox = batching.Outbox(self.batch_size, pad_values, padding_side, pad_to_multiple_of)
         self.sifter = Sifter(self.config)
@@ -124,18 +126,11 @@ class SiftingDataLoader:
         if epochs:
             self.sifter.total_steps = math.ceil(float(epochs) * len(dataloader))
         self.stats = SiftStats(target_keep_fraction=self.config.target_keep_fraction)
-        self.epoch = 0
-        self._raw_in_epoch = 0
-        self._resume_mid_epoch = False
-        self._active = False  # a pass is under way (set by __iter__, cleared when it runs to the end)
-        self._passes = 0  # passes started: an older one resumed after a newer started is refused
-        self._on_batch: list[BatchHook] = []
+        self.cursor = EpochCursor(dataloader, self.indices)
         # on a GPU a scored raw batch is decided when the next one's forward is queued: the host never waits for scores
-        self.overlap = self.device.type in OVERLAP_DEVICES
-        self._waiting: Arrival | None = None
-        self._source: Iterator[Any] | None = None  # the wrapped loader's iterator of the epoch under way
-        self._handed: tuple[Any, dict[str, torch.Tensor]] | None = None  # the last batch yielded, with its meta
-        self._epoch_start: StateDict | None = None  # a StatefulDataLoader's state as this epoch began
+        self.inflight = InFlight(self.config, self.sifter, self.scorer, self.memory, self.decisions, self.outbox, self.stats,
+                                 self.kept_sets, self.cursor, depth=int(self.device.type in OVERLAP_DEVICES),
+                                 batch_transform=batch_transform, needs_indices=self._needs_indices)
         self._ends: EpochEnd | None = None  # accelerate's GradientState, told where a sifted epoch ends
         self.end_of_dataloader, self.remainder = False, -1  # what accelerate reads off its active loader
 
@@ -149,6 +144,15 @@ class SiftingDataLoader:
     @property
     def model(self) -> torch.nn.Module:
         return self.scorer.model
+
+    @property
+    def epoch(self) -> int:
+        """Epochs this loader has finished (the one under way, counted from 0)."""
+        return self.cursor.epoch
+
+    @property
+    def batch_transform(self) -> Callable[[Any], Any] | None:
+        return self.inflight.batch_transform
 
     @property
     def precision(self) -> str:
@@ -165,12 +169,13 @@ class SiftingDataLoader:
         """
         raw_batches, fraction, quota = len(self.dataloader), self.config.target_keep_fraction, self.quota
         run_known = bool(self.sifter.total_steps)  # exact_len: one promise for the run; else one per epoch
-        if quota.promise is not None and (run_known or (self._active and not quota.done)):
+        active = self.cursor.active
+        if quota.promise is not None and (run_known or (active and not quota.done)):
             return quota.promise
         if quota.enabled and run_known:
             whole = self.sifter.kept_whole_run(raw_batches)
         else:
-            mid_epoch = (self._active and not quota.done) if quota.enabled else (self._active or self._resume_mid_epoch)
+            mid_epoch = (active and not quota.done) if quota.enabled else (active or self.cursor.resumed)
             whole = self.sifter.kept_whole(raw_batches, mid_epoch=mid_epoch)
         expected = expected_batches(self._epoch_rows(), self.batch_size, whole, fraction)
         if quota.enabled:
@@ -205,14 +210,13 @@ class SiftingDataLoader:
         """What accelerate's loaders and the HF Trainer are told before an epoch. The loader counts its epochs itself
         and sets its sampler's from that count at every pass; a count ahead of its own, given before a pass (a loader
         made afresh for a run resumed at a later epoch), moves it there, so the sampler's order is the epoch's."""
-        if not self._active and not self._resume_mid_epoch and int(epoch) > self.epoch:
-            self.epoch = int(epoch)
+        self.cursor.set_epoch(int(epoch))
 
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
         if not callable(hook):
             raise TypeError(f"hook must be a callable taking a BatchDecision, got {type(hook).__name__}")
-        self._on_batch.append(hook)
+        self.inflight.hooks.append(hook)
 
     @property
     def scoring_cost(self) -> float:
@@ -222,8 +226,8 @@ class SiftingDataLoader:
     def __iter__(self) -> Iterator[Any]:
         """One pass (an epoch, or the rest of a resumed one). A newer pass overtakes this one: resuming the older after
         the newer started raises, since both would draw from one sifting state (history, position, packed rows)."""
-        self._passes += 1
-        mine = self._passes
+        self.cursor.passes += 1
+        mine = self.cursor.passes
         state = gradient_state(self.dataloader)
         self._ends = EpochEnd(self, state) if state is not None else None
         if self._ends is not None and state.num_steps > 1 and not self.quota.enabled:
@@ -232,51 +236,97 @@ class SiftingDataLoader:
         try:
             for batch in self._pass():
                 yield batch
-                if self._passes != mine:
+                if self.cursor.passes != mine:
                     raise RuntimeError("this pass over the SiftingDataLoader was overtaken by a newer iter() over it; one "
                                        "loader has one sifting state, so two live passes would interleave their batches: "
                                        "finish (or drop) one pass before starting the next, or wrap a second loader for a "
                                        "second stream")
         finally:
-            if self._ends is not None and self._passes == mine:
+            if self._ends is not None and self.cursor.passes == mine:
                 self._ends.leave()
 
     def _pass(self) -> Iterator[Any]:
-        """An epoch's batches; a pass left before ``len()`` batches (a peek, ``next(iter(loader))``, or a loop that broke
-        early) is continued, not counted as an epoch; one left after them (the HF Trainer stops at ``len()``) ends its
-        epoch here."""
-        left = self._active and not self._resume_mid_epoch  # the last pass stopped before its end
-        continuing = left and self._source is not None and self.quota.yielded < len(self)
-        if left and not continuing:
-            epochs.close_epoch(self)
-        self._active = True
-        source = self._source if continuing else epochs.open_epoch(self)
+        """An epoch's batches: fetch, admit, pack, yield. A pass left before ``len()`` batches (a peek,
+        ``next(iter(loader))``, or a loop that broke early) is continued, not counted as an epoch; one left after them
+        (the HF Trainer stops at ``len()``) ends its epoch here."""
+        cursor, outbox = self.cursor, self.outbox
+        continuing = cursor.left_early and cursor.source is not None and self.quota.yielded < len(self)
+        if cursor.left_early and not continuing:
+            self._close_epoch()
+        cursor.active = True
+        source = cursor.source if continuing else self._open_epoch()
         if continuing:
-            epochs.take_back(self)
+            self._take_back()
         yield from self._flush()  # batches packed but not yet yielded (when the state was saved, or the pass left)
+        for raw in self._fetch(source):
+            self.inflight.admit(raw, self.indices.next())
+            yield from self._flush()
+        self.inflight.end_pass()
+        if self.quota.allowed(len(outbox.pending) + 1, exhausted=True) > len(outbox.pending):
+            outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
+        yield from self._flush(last=True)
+        self._close_epoch()
+
+    def _fetch(self, source: Iterator[Any]) -> Iterator[Any]:
+        """The wrapped loader's raw batches, the wait for each counted as data time."""
         while True:
             t0 = time.perf_counter()
             try:
                 raw = next(source)
             except StopIteration:
-                break
+                return
             self.stats.data_wait_seconds += time.perf_counter() - t0
-            arrival = decide.begin(self, raw, self.indices.next())
-            before, self._waiting = self._waiting, None
-            if arrival.pending is not None and arrival.pending.job is not None and self.overlap:
-                self._waiting = arrival  # held while the batch before is packed and yielded (a checkpoint saves it)
-            if before is not None:  # the batch before: its scores arrived while this one's were queued
-                decide.finish(self, before)
-                yield from self._flush()
-            if self._waiting is not arrival:
-                decide.finish(self, arrival)
-                yield from self._flush()
-        epochs.finish_waiting(self)
-        decide.account_dropped(self)
-        if self.quota.allowed(len(self.outbox.pending) + 1, exhausted=True) > len(self.outbox.pending):
-            self.outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
-        yield from self._flush(last=True)
-        epochs.close_epoch(self)
+            yield raw
+
+    def _open_epoch(self) -> Iterator[Any]:
+        """The wrapped loader's iterator for a new epoch, or for a resumed one past what the saved pass fetched."""
+        distributed = world_size() > 1
+        self.sifter.share = (lambda values: gather_values(values, self.device)) if distributed else None
+        if distributed:
+            check_same(len(self.dataloader), "raw batches per epoch", self.device)
+        if not self.cursor.resumed:
+            self._start_epoch()
+        skip = self.cursor.offered + self.inflight.held_batches  # fetched before the save
+        prefilter = None
+        if self.decisions.active:  # the sampler decides from memory; on resume it passes over finished raw batches
+            epoch = self.cursor.epoch
+            prefilter = lambda batch: self.decisions.choose(batch, epoch, self.inflight.keeps_all)  # noqa: E731
+            self.decisions.start(skip)
+        return self.cursor.open(skip, prefilter)
+
+    def _start_epoch(self) -> None:
+        """A new epoch (not a resumed one): the schedule's epoch counter, and nothing left over from the last."""
+        self.feedback.settle()  # the last batch's training losses, before this epoch decides anything
+        quota = self.quota
+        if quota.enabled:
+            if not self.sifter.total_steps:  # a run of unknown length promises each epoch its own count
+                quota.promise = None
+            len(self)  # the promise for this epoch (for the run, when its length is known)
+        else:  # what the last pass left buffered is dropped; exact_len carries it over
+            self.outbox.clear()
+        quota.start()
+        self.sifter.start_epoch(quota.floor_rows(self.batch_size, self.outbox.rows()), self._epoch_rows())
+        self.cursor.offered = 0
+        self.decisions.clear()
+        self.feedback.clear()
+
+    def _take_back(self) -> None:
+        """A pass left early goes on: the one batch it yielded that was never trained on (a peek) is yielded again
+        first; batches fetched ahead of training and left (more than one never recorded) are forgotten."""
+        if len(self.feedback.queue) == 1 and self.cursor.handed is not None:
+            self.outbox.pending.insert(0, self.cursor.handed)
+            self.quota.yielded -= 1
+            self.stats.count_batch(self.cursor.epoch, -1)
+        self.feedback.clear()
+        self.cursor.handed = None
+
+    def _close_epoch(self) -> None:
+        """The epoch is over (its pass ran out, or was left after ``len()`` batches): counted, and nothing of it held."""
+        self.inflight.decide_waiting()  # a pass stopped early: the raw batch it fetched is decided like the rest
+        overlap = self.kept_sets.close_epoch()
+        if overlap is not None:
+            self.stats.kept_overlap.append(overlap)
+        self.cursor.close()
 
     # -- what the training loop hands back (see :class:`Feedback`) ---------------------------
     def training_loss(self, losses: torch.Tensor, batch: Any = None) -> torch.Tensor:
@@ -310,7 +360,7 @@ class SiftingDataLoader:
             self.quota.yielded += 1  # popped before yielding, so a checkpoint between yields loses nothing
             batch, meta = self.outbox.pop()
             self.feedback.push(meta)
-            self._handed = (batch, meta)
+            self.cursor.handed = (batch, meta)
             weights = meta["weight"]
             if self.meta_in_batch and isinstance(batch, Mapping):
                 batch = {**batch, META_WEIGHT: weights, **({META_INDEX: meta["index"]} if "index" in meta else {})}
@@ -323,12 +373,41 @@ class SiftingDataLoader:
             yield out
             self.scorer.train_seconds.append((time.perf_counter() - t0) / max(1, weights.numel()))
 
-    # -- checkpointing (:mod:`.saved`) -----------------------------------------------------
+    # -- checkpointing: every part's own state, and the loader's (:mod:`.saved`) -------------------
     def state_dict(self) -> StateDict:
-        """Everything needed to continue mid-epoch with the same decisions."""
-        return saved.state_of(self)
+        """Everything needed to continue mid-epoch with the same decisions: each part's own state."""
+        return {**saved.header(self.config.to_dict(), self.batch_size),
+                "cursor": self.cursor.state_dict(),
+                "sifter": self.sifter.state_dict(),
+                "sampler": self.decisions.state_dict(),  # raw batches the sampler was asked for, not yet accounted
+                "inflight": self.inflight.state_dict(),  # fetched, its scores on their way
+                "outbox": self.outbox.state_dict(),
+                "memory": self.memory.state_dict(),
+                "kept_sets": self.kept_sets.state_dict(),
+                "stats": self.stats.to_dict(),
+                "scoring_precision": self.precision,  # what fastest chose: a resumed run must score the same way
+                "quota": self.quota.state_dict(),
+                "feedback": self.feedback.state_dict()}  # training losses recorded, still on their way to the memory
 
     def load_state_dict(self, state: StateDict) -> None:
-        """Restore a :meth:`state_dict`; a saved state of a different sifting config or batch size is refused, naming
-        the key."""
-        saved.restore(self, state)
+        """Restore a :meth:`state_dict` (also one an older siftcli saved); a saved state of a different sifting config
+        or batch size is refused, naming the key."""
+        state = saved.check(state, self.config.to_dict(), self.batch_size)
+        try:
+            self.sifter.load_state_dict(state["sifter"])
+            self.outbox.load_state_dict(state["outbox"])
+            self.decisions.load_state_dict(state["sampler"])
+            self.inflight.load_state_dict(state["inflight"])
+            self.feedback.clear()  # batches handed out before the save are not handed out again, nor recorded
+            self.feedback.load_state_dict(state.get("feedback"))
+            self.memory.load_state_dict(state["memory"])
+            self.kept_sets.load_state_dict(state.get("kept_sets", ([], [])))
+            if state.get("quota") is not None:
+                self.quota.load_state_dict(state["quota"])
+            self.cursor.load_state_dict(state["cursor"], epoch_done=self.quota.done)
+            self.stats.load_state_dict(state["stats"])
+        except (KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise ValueError(f"state is not a whole SiftingDataLoader.state_dict() ({type(exc).__name__}: {exc})") from None
+        if state.get("scoring_precision", "fastest") not in ("auto", "fastest"):
+            self.scorer.precision, self.scorer.candidates = state["scoring_precision"], ()
+        self.scorer.seconds = self.stats.scoring_seconds

@@ -2,25 +2,24 @@
 decided without a forward (every loss remembered, or a reference table) is decided when the batch sampler asks for it,
 so its dropped samples are never fetched or collated. Raw batches requested and not yet accounted wait in order
 (``inflight``); on resume, finished ones are passed over (``swallow``) and requested ones handed out again with the
-same decision (``replay``).
+same decision (``replay``). A fetched raw batch's losses are found by :class:`~siftcli.sift.inflight.InFlight`, which
+asks this part what is known of them without a forward (:meth:`SamplerDecisions.known_losses`).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from siftcli.sift import batching
 from siftcli.sift.distributed import world_size
 from siftcli.sift.memory import LossMemory
-from siftcli.sift.scoring import ScoreJob, Scorer
+from siftcli.sift.scoring import Scorer
 from siftcli.sift.sifter import SiftConfig, Sifter
 from siftcli.sift.stateful import StateDict
-from siftcli.sift.transfer import Span, ToHost
 
 
 @dataclass
@@ -34,58 +33,9 @@ class Entry:
     weights: torch.Tensor | None = None
 
 
-@dataclass
-class Pending:
-    """A fetched raw batch's losses on their way: ``known`` ones (no forward), or a scoring ``job`` queued on the device
-    (over the ``todo`` positions only, where the rest are remembered)."""
-
-    n: int
-    indices: torch.Tensor | None
-    known: torch.Tensor | None = None
-    job: ScoreJob | None = None
-    todo: torch.Tensor | None = None
-
-
-@dataclass
-class Arrival:
-    """A fetched raw batch on its way through the loader: ``entry``, its decision at the sampler (if asked); ``dropped``,
-    the raw batches the sampler dropped whole before it; ``pending``, its losses on their way."""
-
-    raw: Any
-    indices: torch.Tensor | None
-    entry: Entry | None = None
-    dropped: list[Entry] = field(default_factory=list)
-    pending: Pending | None = None
-
-    @property
-    def raw_batches(self) -> int:
-        """Raw batches of the epoch it stands for (itself and those dropped at the sampler before it)."""
-        return 1 + len(self.dropped)
-
-    def state_dict(self) -> StateDict:
-        """Plain values (checkpoints load with weights_only); a queued forward's losses copied to the host now (a
-        checkpoint may wait), so a resumed run decides this batch on the scores the uninterrupted one did."""
-        pending = self.pending
-        return {"raw": batching.saved_form(self.raw), "indices": self.indices,
-                "entry": None if self.entry is None else vars(self.entry).copy(),
-                "dropped": [vars(e).copy() for e in self.dropped],
-                "pending": None if pending is None else {"n": pending.n, "indices": pending.indices, "known": pending.known,
-                                                         "fresh": None if pending.job is None else pending.job.copy.get(),
-                                                         "todo": pending.todo}}
-
-    @classmethod
-    def from_state(cls, state: StateDict) -> Arrival:
-        p = state["pending"]
-        pending = None if p is None else Pending(
-            p["n"], p["indices"], known=p["known"], todo=p["todo"],
-            job=None if p["fresh"] is None else ScoreJob(ToHost(p["fresh"]), Span(torch.device("cpu")).start().stop()))
-        return cls(state["raw"], state["indices"], None if state["entry"] is None else Entry(**state["entry"]),
-                   [Entry(**e) for e in state["dropped"]], pending)
-
-
 class SamplerDecisions:
     """The raw batches the sampler asked for and the loader has not accounted yet, with what was decided for them; and
-    for a fetched batch, what is known of its losses without a forward.
+    what is known of a sample's loss without a forward.
 
     It owns that queue and the resume bookkeeping; the memory, scorer and sifter it is given are read and asked to
     decide, never written directly.
@@ -162,40 +112,6 @@ class SamplerDecisions:
         if self.config.score == "reference":
             return self.scorer.reference_losses[indices].clone()
         return self.memory.read(indices)
-
-    def losses(self, raw: Any, indices: torch.Tensor | None, n: int, epoch: int) -> tuple[torch.Tensor, int]:
-        """A fetched raw batch's losses and how many needed a scoring forward (:meth:`launch`, then :meth:`complete`)."""
-        return self.complete(self.launch(raw, indices, n, epoch), epoch)
-
-    def launch(self, raw: Any, indices: torch.Tensor | None, n: int, epoch: int) -> Pending:
-        """Start finding a fetched raw batch's losses: none to compute where they are known (a reference table, or
-        refreshed by training), in memory mode a scoring forward of the unknown ones only, else of all; the forward is
-        queued, not waited for (:meth:`complete` reads it)."""
-        if (self.config.score == "reference" or self.refresh_by_training) and indices is not None:  # no forward
-            return Pending(n, indices, known=self.known_losses(indices))
-        todo = None
-        if self.config.scoring == "memory" and indices is not None:
-            todo = (~self.memory.known(indices, epoch, self.config.memory_max_age)).nonzero().flatten()
-            if todo.numel() == 0:
-                return Pending(n, indices, known=self.memory.read(indices))
-        whole = todo is None or todo.numel() == n
-        part = raw if whole else batching.select(raw, todo)
-        return Pending(n, indices, job=self.scorer.launch(part), todo=None if whole else todo)
-
-    def complete(self, pending: Pending, epoch: int) -> tuple[torch.Tensor, int]:
-        """The losses :meth:`launch` started on (fresh ones into the memory) and how many samples were scored."""
-        if pending.job is None:
-            return pending.known, 0
-        fresh = self.scorer.complete(pending.job)
-        n, indices, todo = pending.n, pending.indices, pending.todo
-        expected = n if todo is None else todo.numel()
-        if fresh.numel() != expected:
-            raise ValueError(f"loss_fn returned {fresh.numel()} losses for a batch of {expected} samples: it must return "
-                             f"one loss per sample, a Tensor of shape [{expected}] (reduction='none', not a mean)")
-        if indices is None:
-            return fresh, n
-        self.memory.write(indices if todo is None else indices[todo], fresh, epoch)
-        return (fresh, n) if todo is None else (self.memory.read(indices), expected)
 
     def next(self) -> Entry | None:
         """The oldest raw batch the sampler asked for, now fetched (``None``: the sampler was not asked)."""

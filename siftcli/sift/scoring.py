@@ -11,7 +11,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,15 +18,7 @@ import torch
 from siftcli.sift import batching
 from siftcli.sift.losses import PerSampleLoss
 from siftcli.sift.precision import autocast
-from siftcli.sift.transfer import Span, ToHost
-
-
-@dataclass
-class ScoreJob:
-    """A scoring forward queued on the device: its losses on their way to the host, and its span."""
-
-    copy: ToHost
-    span: Span
+from siftcli.sift.transfer import Copy, Span
 
 
 class Scorer:
@@ -58,12 +49,16 @@ class Scorer:
         self.train_seconds: deque[float] = deque(maxlen=64)  # the loop's seconds per trained sample, recent batches
 
     def losses(self, raw: Any) -> torch.Tensor:
-        """Per-sample losses on the CPU, float32 (:meth:`launch` and :meth:`complete` at once)."""
-        return self.complete(self.launch(raw))
+        """Per-sample losses on the CPU, float32, waited for now (:meth:`forward`, then both synced)."""
+        copy, span = self.forward(raw)
+        self.seconds += span.sync()
+        return copy.sync()
 
-    def launch(self, raw: Any) -> ScoreJob:
+    def forward(self, raw: Any) -> tuple[Copy, Span]:
         """Queue the scoring forward of ``raw`` and the copy of its losses to the host; nothing is read back, so on a GPU
-        the host goes on (fetching, packing, queueing training) while the device scores. :meth:`complete` reads it."""
+        the host goes on (fetching, packing, queueing training) while the device scores. Returns the losses' copy and
+        the forward's span: whoever reads them (:class:`~siftcli.sift.inflight.InFlight`) syncs both and adds the span's
+        seconds to :attr:`seconds`."""
         span = Span(self.device).start()
         model = self.model
         flags = [(m, m.training) for m in model.modules()]
@@ -78,18 +73,11 @@ class Scorer:
                 raise TypeError(f"loss_fn must return a Tensor of per-sample losses, got {type(losses).__name__}"
                                 + (": return torch.stack(...) or a tensor, not a list" if isinstance(losses, (list, tuple)) else ""))
             span.stop()
-            copy = ToHost(losses.detach().float().flatten())
+            copy = Copy(losses.detach().float().flatten())
         finally:
             for module, flag in flags:
                 module.training = flag
-        return ScoreJob(copy, span)
-
-    def complete(self, job: ScoreJob) -> torch.Tensor:
-        """The losses of a :meth:`launch` on the host (waiting for their copy alone, if still under way), its seconds
-        onto :attr:`seconds`."""
-        losses = job.copy.get()
-        self.seconds += job.span.seconds()
-        return losses
+        return copy, span
 
     def _choose(self, batch: Any) -> None:
         """``fastest``: keep the faster of the candidate precisions on this batch (alternating, best of two each)."""

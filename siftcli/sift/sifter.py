@@ -182,18 +182,19 @@ class Sifter:
         self.epoch_steps = 0
         self.floor_rows, self.epoch_rows, self.epoch_seen, self.epoch_kept = floor_rows, epoch_rows, 0, 0
 
-    def _delay_counter(self, ahead: int = 0) -> int:
-        return (self.epoch_steps if self.config.repeat_delay_per_epoch else self.steps) + ahead
+    def _delay_counter(self, step: int) -> int:
+        """Raw batch ``step`` (counted over the run) as the delay counts it: over the run, or within its epoch."""
+        return step - (self.steps - self.epoch_steps) if self.config.repeat_delay_per_epoch else step
 
     @property
     def in_delay(self) -> bool:
-        return self._in_delay()
+        return self._in_delay(self.steps)
 
-    def _in_delay(self, ahead: int = 0) -> bool:
-        """Inside the delay, ``ahead`` decisions from now (an ``auto`` delay: until it has started)."""
+    def _in_delay(self, step: int) -> bool:
+        """Raw batch ``step`` is inside the delay (an ``auto`` delay: until it has started)."""
         if self.config.auto_delay:
             return self.started_at is None
-        return self._delay_counter(ahead) < int(self.config.sift_delay)
+        return self._delay_counter(step) < int(self.config.sift_delay)
 
     @property
     def anneal_start(self) -> int | None:
@@ -204,11 +205,11 @@ class Sifter:
 
     @property
     def in_anneal(self) -> bool:
-        return self._in_anneal()
+        return self._in_anneal(self.steps)
 
-    def _in_anneal(self, ahead: int = 0) -> bool:
+    def _in_anneal(self, step: int) -> bool:
         start = self.anneal_start
-        return start is not None and self.steps + ahead >= start
+        return start is not None and step >= start
 
     def _whole_in(self, first: int, count: int, auto_end: int) -> int:
         """How many of the ``count`` raw batches from ``first`` (an epoch's start) the schedule keeps whole: the delay
@@ -241,24 +242,26 @@ class Sifter:
         """The next raw batch is kept whole by the schedule (delay or anneal), not by a decision."""
         return self.in_delay or self.in_anneal
 
-    def wants_scores(self, batch_size: int, ahead: int = 0) -> bool:
-        """Whether the raw batch ``ahead`` decisions from now (0: the next) must be scored.
+    def wants_scores(self, batch_size: int, step: int | None = None) -> bool:
+        """Whether raw batch ``step`` (counted over the run; by default the next to be decided) must be scored.
 
         During a fixed delay only the last batches before sifting starts are scored: enough to
         fill the history, so the delay costs no scoring forwards beyond that; with memory scoring
         none is (the recorded training losses fill it). During an ``auto`` delay one batch in
-        :data:`PROBE_EVERY` is (the start rule needs the scoring cost; looking ahead, whether it starts is not known yet).
+        :data:`PROBE_EVERY` is (the start rule needs the scoring cost; for a later batch, whether it starts is not known
+        yet).
         """
-        if not self.config.needs_scores or self._in_anneal(ahead):
+        step = self.steps if step is None else step
+        if not self.config.needs_scores or self._in_anneal(step):
             return False
-        if not self._in_delay(ahead):
+        if not self._in_delay(step):
             return True
         if self.config.auto_delay:
-            return (self.steps + ahead) % PROBE_EVERY == 0
+            return step % PROBE_EVERY == 0
         if self.config.scoring == "memory":  # the history fills from the recorded training losses
             return False
         fill_steps = math.ceil(self.config.loss_history_length / max(1, batch_size))
-        return int(self.config.sift_delay) - self._delay_counter(ahead) <= fill_steps
+        return int(self.config.sift_delay) - self._delay_counter(step) <= fill_steps
 
     def observe(self, losses: torch.Tensor) -> None:
         """Losses of samples trained in full (delay): they fill the history and the gain estimate."""

@@ -144,6 +144,10 @@ class SiftStats(_KeepFractions):
             stats.epochs.append(EpochStats(**{k: v for k, v in e.items() if k in EpochStats.__dataclass_fields__}))
         return stats
 
+    def load_state_dict(self, d: StateDict) -> None:
+        """:meth:`to_dict`'s counters put back in place (the loader's parts hold this object)."""
+        vars(self).update(vars(SiftStats.from_dict(d)))
+
 
 class KeptOverlap:
     """Which samples sifted batches kept this epoch and in the last epoch that kept any: a stale score repeats itself,

@@ -2,22 +2,44 @@
 
 On a CUDA device every host read of a device value (``.item()``, ``.cpu()``, ``bool(t)``) waits for the GPU to finish
 everything queued before it, so the host cannot queue the next step while the GPU works and the two times add up.
-:class:`ToHost` starts a non-blocking copy into pinned host memory and records an event; :meth:`ToHost.get` waits on
-that event only, and only when the value is needed, by which time (one step later, as NVIDIA's BERT trainer reads its
+:class:`Copy` starts a non-blocking copy into pinned host memory and records an event; :meth:`Copy.sync` waits on that
+event only, and only when the value is needed, by which time (one step later, as NVIDIA's BERT trainer reads its
 statistics) the GPU has long finished it and has the next step queued. On a CPU the copy is immediate.
-
 :class:`Span` times GPU work the same way: two events, read when the later one is known to have finished.
+
+:class:`Later` is the one holder of "copied now, read later": values on their way, each with what it belongs to, handed
+to their owner's ``store`` in order by :meth:`Later.settle`. The feedback of training losses, the teacher cache and the
+run's clock keep their arriving values in one.
+
+Two verbs, one meaning each: ``sync`` waits for the device (a copy's event, a span's end); ``settle`` stores what
+arrived where it belongs.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
 
 import torch
 
+from siftcli.sift.stateful import StateDict
 
-class ToHost:
-    """A copy of ``tensor`` (detached) on the host, started without blocking; :meth:`get` returns it, waiting for
+Key = TypeVar("Key")
+
+
+class Arriving(Protocol):
+    """A value on its way from the device: ``ready`` never waits, ``sync`` waits for it alone."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    def sync(self) -> Any: ...
+
+
+class Copy:
+    """A copy of ``tensor`` (detached) on the host, started without blocking; :meth:`sync` returns it, waiting for
     the copy alone if it is still under way."""
 
     __slots__ = ("host", "event")
@@ -37,7 +59,7 @@ class ToHost:
         """Whether the copy has finished (never waits)."""
         return self.event is None or self.event.query()
 
-    def get(self) -> torch.Tensor:
+    def sync(self) -> torch.Tensor:
         if self.event is not None:
             self.event.synchronize()
             self.event = None
@@ -64,6 +86,13 @@ class Span:
         self.end: torch.cuda.Event | float | None = None
         self._seconds: float | None = None
 
+    @classmethod
+    def known(cls, seconds: float) -> Span:
+        """A span already measured (a saved state's): ``sync`` returns ``seconds``."""
+        span = cls(torch.device("cpu"))
+        span._seconds = float(seconds)
+        return span
+
     def _mark(self) -> torch.cuda.Event | float:
         """Now, on the device's timeline: a recorded CUDA event, or the host clock."""
         if not self.cuda:
@@ -82,9 +111,9 @@ class Span:
 
     @property
     def ready(self) -> bool:
-        return not self.cuda or self.end is None or self.end.query()
+        return self._seconds is not None or not self.cuda or self.end is None or self.end.query()
 
-    def seconds(self) -> float:
+    def sync(self) -> float:
         """The span's seconds; on CUDA this waits for its stop event (call it when that is known to have passed)."""
         if self._seconds is None:
             if self.cuda:
@@ -93,3 +122,43 @@ class Span:
             else:
                 self._seconds = float(self.end) - float(self.begin)
         return self._seconds
+
+
+class Later(Generic[Key]):
+    """Values copied from the device now and stored later, in order: each ``(key, value)`` goes to ``store(key,
+    host_value)`` at :meth:`settle`. A tensor is copied to the host without blocking (:class:`Copy`); anything else that
+    arrives (a :class:`Span`) is held as it is.
+
+    Its :meth:`state_dict` holds the values themselves (copied now: a checkpoint may wait), so a resumed run stores them
+    where the uninterrupted one does.
+    """
+
+    def __init__(self, store: Callable[[Key, Any], None]) -> None:
+        self.store = store
+        self.items: deque[tuple[Key, Arriving]] = deque()
+
+    def put(self, key: Key, value: torch.Tensor | Arriving) -> None:
+        self.items.append((key, Copy(value) if isinstance(value, torch.Tensor) else value))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def keys(self) -> Iterator[Key]:
+        return (key for key, _ in self.items)
+
+    def settle(self, wait: bool = True) -> None:
+        """Store what has arrived: everything (``wait``: syncing each value still under way), or only the values at the
+        front that need no wait."""
+        while self.items and (wait or self.items[0][1].ready):
+            key, value = self.items.popleft()
+            self.store(key, value.sync())
+
+    def clear(self) -> None:
+        self.items.clear()
+
+    def state_dict(self) -> list[StateDict]:
+        return [{"key": key, "value": value.sync()} for key, value in self.items]
+
+    def load_state_dict(self, state: list[StateDict] | None) -> None:
+        self.items = deque((item["key"], Copy(item["value"]) if isinstance(item["value"], torch.Tensor)
+                            else Span.known(item["value"])) for item in state or [])

@@ -31,7 +31,8 @@ from siftcli.recipe.schema import Recipe
 from siftcli.report.plots import write_sweep_plot
 from siftcli.runio import atomic_write_json, claim, read_json
 from siftcli.sweep.settings import SweepSettings
-from siftcli.sweep.space import _distributions, grid_points
+from siftcli.sweep.space import distributions as space_distributions
+from siftcli.sweep.space import grid_points
 from siftcli.sweep.study import SHARED, open_study, shared_frontier
 from siftcli.sweep.trial import run_trial
 from siftcli.sweep.workers import Finished, Pool, WorkloadCache
@@ -171,7 +172,7 @@ def _alive(emit: Any, publish: Any, done: Frontier) -> Any:
 def _run_trials(study: Any, settings: SweepSettings, sweep_dir: Path, frontier: Frontier, jobs: int, emit: Any,
                 resumed: bool = False) -> None:
     """Ask, hand out and tell trials until the study has its count and none of its trials runs anywhere."""
-    distributions = _distributions(settings.space)
+    distributions = space_distributions(settings.space)
     full_seconds = full_point(frontier)["train_seconds"]
     me = studies.owner_of(sweep_dir)
     pool = Pool(sweep_dir, max(1, jobs), fresh=settings.fresh_processes, gpus=_gpu_count()) if jobs else None

@@ -142,7 +142,7 @@ def grid_points(settings: Any) -> list[Params]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(settings.space[k]["values"] for k in keys))]
 
 
-def _distributions(space: dict[str, ParamSpec]) -> dict[str, Any]:
+def distributions(space: dict[str, ParamSpec]) -> dict[str, Any]:
     import optuna
 
     out = {}

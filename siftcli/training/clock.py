@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections import deque
 from collections.abc import Iterator
 
 import torch
 
 from siftcli import parallel
-from siftcli.sift.transfer import Span
+from siftcli.sift.transfer import Later, Span
 from siftcli.training.state import OFF_CLOCK, RunState
+from siftcli.training.step import Step
 
 
 class RunClock:
@@ -32,7 +32,7 @@ class RunClock:
 
     def __init__(self, state: RunState, device: torch.device) -> None:
         self.state, self.device = state, device
-        self.pending: deque[tuple[str, Span, tuple[Span, ...]]] = deque()
+        self.pending: Later[tuple[str, tuple[Span, ...]]] = Later(self._store)  # (phase, spans inside it) -> seconds
         self.mark = time.perf_counter()
 
     def start(self) -> None:
@@ -40,21 +40,34 @@ class RunClock:
 
     def add(self, phase: str, span: Span, inside: tuple[Span, ...] = ()) -> None:
         """``span`` counts toward ``phase``, less the spans ``inside`` it that count toward phases of their own."""
-        self.pending.append((phase, span, tuple(inside)))
+        self.pending.put((phase, tuple(inside)), span)
+
+    def add_step(self, step: Step, cost: tuple[list[tuple[str, Span]], int], rows: int, watch: LossWatch) -> None:
+        """A training step queued: its phases' spans (the loss's own ``cost``, a teacher's forwards, counted apart
+        from the forward/backward they ran inside), its ``rows`` and taught samples counted, its loss watched, and its
+        wall time on the clock."""
+        own, taught = cost
+        self.add("forward_backward", step.forward_backward, inside=tuple(span for _, span in own))
+        self.add("optimizer", step.optimizer)
+        for phase, span in own:
+            self.add(phase, span)
+        self.state.count_step(rows, taught)
+        watch.add(step.loss, self.state.step, self.state.epoch)
+        self.tick()
 
     def tick(self) -> None:
         """A step ended: its wall time goes on the clock; phases already finished on the device are read (no wait)."""
         now = time.perf_counter()
         self.state.train_clock += now - self.mark
         self.mark = now
-        self._read(wait=False)
+        self.pending.settle(wait=False)
 
     def settle(self) -> None:
         """Everything queued on the device finishes, on the clock; every phase is read and ``data`` is what is left."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.tick()
-        self._read(wait=True)
+        self.pending.settle()
         phases = self.state.phases
         timed = sum(v for k, v in phases.items() if k != "data" and k not in OFF_CLOCK)
         phases["data"] = max(0.0, self.state.train_clock - timed)
@@ -68,10 +81,9 @@ class RunClock:
         finally:
             self.mark = time.perf_counter()
 
-    def _read(self, wait: bool) -> None:
-        while self.pending and (wait or self.pending[0][1].ready):
-            phase, span, inside = self.pending.popleft()
-            self.state.phases[phase] = self.state.phases.get(phase, 0.0) + span.seconds() - sum(s.seconds() for s in inside)
+    def _store(self, key: tuple[str, tuple[Span, ...]], seconds: float) -> None:
+        phase, inside = key
+        self.state.phases[phase] = self.state.phases.get(phase, 0.0) + seconds - sum(s.sync() for s in inside)
 
 
 class LossWatch:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from siftcli.sift.losses import uncertainty
 from siftcli.sift.sifter import SiftConfig, Sifter
 from siftcli.sift.stateful import StateDict
-from siftcli.sift.transfer import Span, ToHost, to_device
+from siftcli.sift.transfer import Later, Span, to_device
 
 
 def kd_loss(student_logits: torch.Tensor, teacher_logits: torch.Tensor, labels: torch.Tensor | None, temperature: float,
@@ -67,7 +67,7 @@ class TeacherCache:
             self.table = torch.from_numpy(self._map)
         else:
             self.table = torch.zeros(n, width)
-        self._arriving: list[tuple[torch.Tensor, ToHost]] = []  # teacher rows on their way from the device
+        self.arriving: Later[torch.Tensor] = Later(self.put)  # teacher rows on their way from the device, by indices
 
     def lookup(self, indices: torch.Tensor) -> torch.Tensor:
         self.settle()
@@ -76,13 +76,11 @@ class TeacherCache:
     def put_later(self, indices: torch.Tensor, log_p_t: torch.Tensor) -> None:
         """Cache rows still on the device: the copy to the host starts now and is stored at the next :meth:`lookup`
         (a step later, when the device has long finished it), so filling the cache never makes the host wait."""
-        self._arriving.append((indices, ToHost(log_p_t.float())))
+        self.arriving.put(indices, log_p_t.float())
 
     def settle(self) -> None:
         """Store the rows :meth:`put_later` started copying."""
-        for indices, rows in self._arriving:
-            self.put(indices, rows.get())
-        self._arriving = []
+        self.arriving.settle()
 
     def put(self, indices: torch.Tensor, log_p_t: torch.Tensor) -> None:
         rows = log_p_t.detach().float().cpu()

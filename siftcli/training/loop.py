@@ -30,6 +30,7 @@ from siftcli.errors import RunFault, RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, JsonlLog, atomic_write_json
 from siftcli.sift.distributed import sum_over_ranks
+from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.losses import loss_from_logits
 from siftcli.sift.precision import autocast
 from siftcli.sift.sifter import SiftConfig
@@ -40,7 +41,7 @@ from siftcli.training.metrics import merge_ranks, summarise_run
 from siftcli.training.record import RunMetrics
 from siftcli.training.resume import reference_not_kept
 from siftcli.training.setup import Run, setup_run
-from siftcli.training.state import Reference, RunState
+from siftcli.training.state import Budget, Reference, RunState
 from siftcli.training.step import train_step
 from siftcli.training.warm import precompile, warm_up
 from siftcli.workload.build import Workload
@@ -91,7 +92,7 @@ class StopSignals:
             signal.signal(sig, previous)
 
 
-def timed_batches(loader: Any, state: RunState) -> Iterator[Any]:
+def timed_batches(loader: SiftingDataLoader, state: RunState) -> Iterator[Any]:
     """The loader's batches, its scoring seconds put on the clock's ``scoring`` phase (the rest of the wait is data)."""
     batches = iter(loader)
     while True:
@@ -145,27 +146,14 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             clock.start()
             precompile(run, workload, recipe)  # on the clock: compiling is the arm's own cost
             steady = compiling.counts() if recipe.compile else None
-            learner = run.learner
             out_of_time = False  # the seconds budget, agreed by every rank at each step (clocks differ across ranks)
             while state.epoch < budget.epochs and not out_of_time and not budget.done(state.step, loader.stats.raw_samples):
                 for batch in timed_batches(loader, state):
-                    # a seconds budget follows rank 0's clock on every rank: each must apply the same learning rate
-                    clock_now = parallel.broadcast(state.train_clock) if budget.max_seconds and parallel.active() \
-                        else state.train_clock
-                    progress = budget.progress(state.step, loader.stats.raw_samples, clock_now)
-                    lr = optim.lr * lr_factor(progress, optim.warmup_fraction, optim.schedule)
-                    for group in run.optimizer.param_groups:
-                        group["lr"] = lr
-                    step = train_step(learner, batch, recipe, loader.last_weights, loader.last_indices)
+                    progress = _progress(budget, state, loader.stats.raw_samples)
+                    lr = _set_lr(run.optimizer, optim.lr * lr_factor(progress, optim.warmup_fraction, optim.schedule))
+                    step = train_step(run.learner, batch, recipe, loader.last_weights, loader.last_indices)
                     loader.record(step.losses)
-                    own, taught = run.loss.take_cost()
-                    clock.add("forward_backward", step.forward_backward, inside=tuple(span for _, span in own))
-                    clock.add("optimizer", step.optimizer)
-                    for phase, span in own:
-                        clock.add(phase, span)
-                    state.count_step(len(batch["labels"]), taught)
-                    watch.add(step.loss, state.step, state.epoch)
-                    clock.tick()
+                    clock.add_step(step, run.loss.take_cost(), len(batch["labels"]), watch)
                     _log_step(state, watch, clock, lr, loader.stats.raw_samples, recipe.log_every_steps, log, emit)
                     e = recipe.eval
                     clock_due = bool(e.every_seconds and state.train_clock - state.last_eval_clock >= e.every_seconds)
@@ -206,21 +194,44 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
         except _CheckpointFailed as exc:  # the old checkpoint pair is whole (write_pair): say so, and how to go on
             note = _io_note(exc.error)
             _mark_failed(finish("failed"), run_dir, f"checkpoint at step {state.step}: {note}")
-            kept = (f"the checkpoint of step {saved_step} is kept: free space, then continue with: "
-                    f"siftcli train <recipe> --resume {run_dir}") if saved_step is not None else \
-                "no earlier checkpoint: free space and run again"
-            raise RunFault(f"checkpoint at step {state.step}: {note}; {kept}") from None
+            raise _checkpoint_fault(state.step, note, saved_step, run_dir) from None
         except NonFiniteLoss as exc:
             clock.settle()
             finish("failed")
-            where = f"; partial results in {run_dir}" if run_dir else ""
-            step, epoch = (exc.step, exc.epoch) if exc.step > 0 else (state.step, state.epoch)  # -1: another rank's
-            raise SiftcliError(f"training loss became {exc.value} at step {step} (epoch {epoch + 1}); "
-                               f"try a lower optim.lr or precision fp32{where}", main_only=True) from None
+            raise _nonfinite_error(exc, state, run_dir) from None
         result = finish("completed")
         _save_completed(result, run_dir, arm, run, started, on_complete)
     emit("end", result)
     return result
+
+
+def _progress(budget: Budget, state: RunState, raw_samples: int) -> float:
+    """How far the run is, as its schedule counts: a seconds budget follows rank 0's clock on every rank, so each
+    applies the same learning rate."""
+    clock_now = parallel.broadcast(state.train_clock) if budget.max_seconds and parallel.active() else state.train_clock
+    return budget.progress(state.step, raw_samples, clock_now)
+
+
+def _set_lr(optimizer: torch.optim.Optimizer, lr: float) -> float:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return lr
+
+
+def _checkpoint_fault(step: int, note: str, saved_step: int | None, run_dir: Path | None) -> RunFault:
+    """A checkpoint that could not be written: the last one on disk is whole, and how to go on from it."""
+    kept = (f"the checkpoint of step {saved_step} is kept: free space, then continue with: "
+            f"siftcli train <recipe> --resume {run_dir}") if saved_step is not None else \
+        "no earlier checkpoint: free space and run again"
+    return RunFault(f"checkpoint at step {step}: {note}; {kept}")
+
+
+def _nonfinite_error(exc: NonFiniteLoss, state: RunState, run_dir: Path | None) -> SiftcliError:
+    """The step (and epoch) whose loss broke first, on any rank, and what to try."""
+    where = f"; partial results in {run_dir}" if run_dir else ""
+    step, epoch = (exc.step, exc.epoch) if exc.step > 0 else (state.step, state.epoch)  # -1: another rank's
+    return SiftcliError(f"training loss became {exc.value} at step {step} (epoch {epoch + 1}); "
+                        f"try a lower optim.lr or precision fp32{where}", main_only=True)
 
 
 def _evaluate(run: Run, workload: Workload, recipe: Recipe, reason: str, log: JsonlLog, emit: Event) -> None:

@@ -56,7 +56,7 @@ def pilot_check(recipe: Recipe, workload: Any, steps: int = 6) -> str | None:
                 score_t[precision].append(time.perf_counter() - t1)
         model.train()
         if i:
-            train_t.append(step.forward_backward.seconds() + step.optimizer.seconds())
+            train_t.append(step.forward_backward.sync() + step.optimizer.sync())
     s = min(sorted(t)[len(t) // 2] for t in score_t.values()) / sorted(train_t)[len(train_t) // 2]
     a = sift_config(recipe, len(workload.train_data)).target_keep_fraction
     if s + a >= 1.0:

@@ -199,7 +199,11 @@ def paid_seconds(run: RunMetrics) -> float:
 
 
 def kept_fraction(run: RunMetrics) -> float:
-    """The fraction of raw samples a run trained on, delay included (what a static filter must match)."""
+    """The fraction of the pool's sample-epochs a run trained on, delay included (what a static filter must match): a
+    sifted run's achieved keep, a subset's share of the pool, else everything."""
     keep = run.get("keep")
     value = keep["achieved"] if keep else None
-    return float(value) if value is not None and 0 < value <= 1 else 1.0
+    if value is not None and 0 < value <= 1:
+        return float(value)
+    subset = run.get("subset")
+    return subset["samples"] / max(1, subset["of"]) if subset else 1.0

@@ -178,7 +178,9 @@ class Run:
     @property
     def learner(self) -> Learner:
         """What :func:`~siftcli.training.step.train_step` trains with."""
-        return Learner(self.forward, self.model, self.loss, self.optimizer, self.scaler, self.device)
+        eager = getattr(self.forward, "_orig_mod", None)  # a compiled forward's own module (torch.compile keeps it)
+        return Learner(self.forward, self.model, self.loss, self.optimizer, self.scaler, self.device, eager=eager,
+                       full_rows=self.loader.batch_size)
 
 
 def setup_run(workload: Workload, recipe: Recipe, sift: SiftConfig | None, reference: Reference | None,

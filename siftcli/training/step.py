@@ -16,7 +16,9 @@ from siftcli.training.losses import StepLoss
 class Learner:
     """What a step trains with: ``forward`` computes (the model itself, or its compiled or data-parallel form),
     ``model`` holds the weights (their gradients are clipped), the step's loss, the optimizer, the gradient scaler
-    (a no-op unless training in fp16) and the device."""
+    (a no-op unless training in fp16) and the device. A compiled ``forward`` holds static graphs of ``full_rows``-row
+    batches only: a shorter batch (an epoch's last) runs through ``eager``, the same forward uncompiled (data-parallel
+    still), instead of compiling a graph for a shape that comes once an epoch."""
 
     forward: torch.nn.Module
     model: torch.nn.Module
@@ -24,6 +26,12 @@ class Learner:
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
     device: torch.device
+    eager: torch.nn.Module | None = None
+    full_rows: int = 0
+
+    def forward_for(self, rows: int) -> torch.nn.Module:
+        """The forward a batch of ``rows`` rows goes through."""
+        return self.eager if self.eager is not None and rows != self.full_rows else self.forward
 
 
 def train_step(learner: Learner, batch: dict[str, torch.Tensor], recipe: Recipe, weights: torch.Tensor | None = None,
@@ -39,6 +47,7 @@ def train_step(learner: Learner, batch: dict[str, torch.Tensor], recipe: Recipe,
                                                           learner.scaler, learner.device)
     fb = Span(device).start()
     batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    forward = learner.forward_for(next(iter(batch.values())).shape[0])
     with autocast(device, recipe.precision):
         losses = loss_fn(forward, batch, indices)
     loss = losses.mean() if weights is None else (losses * to_device(weights, device).to(losses.dtype)).mean()

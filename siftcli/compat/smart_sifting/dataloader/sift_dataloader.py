@@ -24,7 +24,7 @@ from siftcli.compat.smart_sifting.loss.abstract_sift_loss_module import Loss
 from siftcli.compat.smart_sifting.sift_config.sift_configs import RelativeProbabilisticSiftConfig
 from siftcli.sift.indices import loader_batch_size
 from siftcli.sift.loader import SiftingDataLoader
-from siftcli.sift.stateful import StateDict
+from siftcli.sift.stateful import BatchSource, StateDict
 from siftcli.sift.stats import BatchDecision
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class SiftingDataloader(SiftingDataLoader):
     out feature by sample is transposed for sifting and back for the loop).
     """
 
-    def __init__(self, sift_config: RelativeProbabilisticSiftConfig | dict, orig_dataloader: Any,
+    def __init__(self, sift_config: RelativeProbabilisticSiftConfig | dict, orig_dataloader: BatchSource,
                  batch_transforms: SiftingBatchTransform | None = None, loss_impl: Loss | None = None,
                  model: torch.nn.Module | None = None, log_batch_data: bool = False, batch_format_index: int | None = None,
                  *, batch_size: int | None = None, seed: int = 0, epochs: float | None = None) -> None:
