@@ -236,3 +236,48 @@ def test_distillation_with_the_teacher_cache_makes_no_sync(text_csv: Path, tmp_p
         assert steps > 15
         late = {s: n for s, n in by_step.items() if 2 <= s <= steps}
         assert not late, (sift, late, sorted({(op, at) for _, op, at in counter.events}))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_sifting_trainer_no_sync_on_a_gpu(tmp_path: Path) -> None:
+    """``SiftingTrainer`` on a GPU (its raw batches put there by accelerate), steady-state steps under
+    ``set_sync_debug_mode("warn")``: no synchronising CUDA call from siftcli's own code; its scoring in bf16 as the
+    Trainer trains."""
+    import warnings
+
+    from transformers import BertConfig, BertForSequenceClassification, TrainerCallback, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+    from siftcli.sift import SiftConfig
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=32, num_labels=2))
+    g = torch.Generator().manual_seed(0)
+    rows = [{"input_ids": torch.randint(1, 50, (int(torch.randint(3, 16, (1,), generator=g)),), generator=g),
+             "labels": i % 2} for i in range(192)]
+
+    def collate(batch: list[dict]) -> dict:
+        width = max(len(r["input_ids"]) for r in batch)
+        ids, mask = torch.zeros(len(batch), width, dtype=torch.long), torch.zeros(len(batch), width, dtype=torch.long)
+        for i, r in enumerate(batch):
+            ids[i, :len(r["input_ids"])], mask[i, :len(r["input_ids"])] = r["input_ids"], 1
+        return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in batch])}
+
+    class Guard(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN003, ANN201
+            torch.cuda.set_sync_debug_mode("warn" if state.global_step >= 2 else "default")
+
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=2, report_to=[],
+                             save_strategy="no", logging_strategy="no", disable_tqdm=True, bf16=True)
+    trainer = SiftingTrainer(model=model, args=args, train_dataset=rows, data_collator=collate, callbacks=[Guard()],
+                             sift_config=SiftConfig(beta=1.0, sift_delay=2, scoring="memory"))
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = trainer.train()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert out.global_step > 20 and trainer.sifting_loader.precision == "bf16"
+    ours = [f"{w.filename}:{w.lineno}" for w in caught if "synchroniz" in str(w.message) and "/siftcli/" in w.filename]
+    assert not ours, ours

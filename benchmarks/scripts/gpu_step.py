@@ -23,7 +23,12 @@ CPU (the default recipe: the same ratios where no GPU is at hand)::
 
     python -m benchmarks gpu-step --cpu
 
-``--smoke`` runs every row on a tiny model for a few steps on the CPU (a test runs it).
+``--smoke`` runs every row on a tiny model for a few steps on the CPU (a test runs it). Each row is printed as it lands
+(the table's header first); ``--minutes N`` (8 on a GPU unless given) shrinks the timed window once the plain loop's
+step is known, so the whole run fits by its own estimate, printed then; ``--output DIR`` is the run folder (default
+runs/gpu-step under the folder the command is started from, never the checkout's). The table's columns say what a
+compiled row did: compile seconds, compilations after the start (0 is the aim) and eager fallbacks (frames that failed
+to compile and ran eagerly: such a row is not compiled).
 """
 
 from __future__ import annotations

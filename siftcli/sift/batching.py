@@ -252,13 +252,29 @@ def split(batch: Any, n: int) -> tuple[Any, Any | None]:
 
 
 def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
-    """Move every tensor of ``batch`` to ``device``; other leaves are left alone."""
+    """Move every tensor of ``batch`` to ``device``; other leaves are left alone. ``non_blocking`` onto a GPU goes
+    through pinned memory (:func:`pinned`): from pageable memory the driver would copy synchronously."""
     if isinstance(batch, torch.Tensor):
+        if non_blocking and torch.device(device).type == "cuda":
+            batch = pinned(batch)
         return batch.to(device, non_blocking=non_blocking)
     if isinstance(batch, Mapping):
         return _rebuild_mapping(batch, {k: to_device(v, device, non_blocking) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)) and _is_structure(batch):
         return _rebuild(batch, [to_device(v, device, non_blocking) for v in batch])
+    return batch
+
+
+def pinned(batch: Any) -> Any:
+    """``batch`` with every host tensor in pinned (page-locked) memory, so its copy to a GPU runs without blocking the
+    host; tensors already pinned or on a device are left as they are. Only where CUDA is available (a CPU build of
+    torch has no pinned memory)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.pin_memory() if batch.device.type == "cpu" and not batch.is_pinned() else batch
+    if isinstance(batch, Mapping):
+        return _rebuild_mapping(batch, {k: pinned(v) for k, v in batch.items()})
+    if isinstance(batch, (list, tuple)) and _is_structure(batch):
+        return _rebuild(batch, [pinned(v) for v in batch])
     return batch
 
 

@@ -365,7 +365,9 @@ class SiftingDataLoader:
             if self.meta_in_batch and isinstance(batch, Mapping):
                 batch = {**batch, META_WEIGHT: weights, **({META_INDEX: meta["index"]} if "index" in meta else {})}
             self.stats.count_batch(self.epoch)
-            out = batching.to_device(batch, self.device) if self.yield_on_device else batch
+            if self.device.type == "cuda" and not self.yield_on_device:  # packed rows are fresh pageable tensors: the
+                batch = batching.pinned(batch)  # loop's non_blocking copy to the GPU would block without pinning
+            out = batching.to_device(batch, self.device, non_blocking=True) if self.yield_on_device else batch
             if self._ends is not None:  # the epoch's last: the promised count reached (or, without it, the final flush's last)
                 q = self.quota
                 self._ends.yielding(q.yielded == q.promise if q.enabled and q.promise else last and i == allowed - 1)
