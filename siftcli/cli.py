@@ -31,6 +31,8 @@ ReportToOpt = Annotated[Optional[str], typer.Option(
     "--report-to", help="Also log to experiment trackers: tensorboard, mlflow, wandb, trackio (comma-separated; all; "
                         "none). Overrides the recipe's report_to.")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+TrustDataOpt = Annotated[bool, typer.Option("--trust-data", help="With --resume: continue although a data file changed "
+                                                               "since the run started (your word that it does not matter).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (the files' content), nothing else; "
                                                       "errors as a JSON object, exit code 2.")]
 #: Set by a command given ``--json``: errors then print as a JSON object on stdout.
@@ -89,6 +91,8 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 
                 given = kwargs.get("recipe")  # the command a user can paste: the recipe they gave, or none (the default)
                 command = exc.resume_command.replace(" <recipe>", f" {shlex.quote(given)}" if given else "")
+                if " --resume " in command and command.startswith("siftcli train"):  # and what changed the recipe
+                    command += _resume_options(kwargs)
                 msg = (f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir} (status 'interrupted'); "
                        f"continue with: {command}")
             elif exc.advice:
@@ -178,6 +182,27 @@ def _load(recipe: str | None, overrides: list[str] | None, report_to: str | None
     return load_recipe(recipe, [*(overrides or []), *([f"report_to={report_to}"] if report_to is not None else [])])
 
 
+def _resume_options(kwargs: dict[str, Any]) -> str:
+    """The options of an interrupted ``train`` a resume must be given again: every ``--set`` and ``--report-to`` (the
+    resume holds the recipe they made against the saved one) and ``--no-sift``."""
+    import shlex
+
+    extra = [f" --set {shlex.quote(s)}" for s in kwargs.get("set_") or []]
+    if kwargs.get("report_to"):
+        extra.append(f" --report-to {shlex.quote(kwargs['report_to'])}")
+    if kwargs.get("no_sift"):
+        extra.append(" --no-sift")
+    return "".join(extra)
+
+
+def _trust_needs_resume(trust_data: bool, resume: str | None) -> None:
+    if trust_data and not resume:
+        from siftcli.errors import SiftcliError
+
+        raise SiftcliError("--trust-data goes with --resume (it lets a resume continue on a data file that changed); "
+                           "a new run reads its data as it is")
+
+
 @app.command()
 @_friendly
 def train(
@@ -186,6 +211,7 @@ def train(
     output: OutputOpt = None,
     no_sift: Annotated[bool, typer.Option("--no-sift", help="Train the baseline even if the recipe sifts.")] = False,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted run folder.")] = None,
+    trust_data: TrustDataOpt = False,
     report_to: ReportToOpt = None,
     quiet: QuietOpt = False,
     json_: JsonOpt = False,
@@ -194,6 +220,7 @@ def train(
     from siftcli.commands import run_train
     from siftcli.report.tables import run_table
 
+    _trust_needs_resume(trust_data, resume)
     if resume and output:
         from siftcli.errors import SiftcliError
 
@@ -201,7 +228,7 @@ def train(
     cfg = _load(recipe, set_, report_to)  # with --resume, checked against the run folder's saved recipe
     with _Progress(not quiet and not json_) as progress:
         run_dir, metrics = run_train(cfg, output=output, sift=False if no_sift else None, on_event=_events(progress),
-                                     resume=resume)
+                                     resume=resume, trust_data=trust_data)
     if not _main():
         return
     if json_:
@@ -264,7 +291,7 @@ def compare(
 
 
 #: What ``sweep-beta --resume`` may be given beside it; any other option would be ignored, and is refused.
-RESUME_ACCEPTS = ("recipe", "resume", "jobs", "quiet", "json_")
+RESUME_ACCEPTS = ("recipe", "resume", "jobs", "quiet", "json_", "trust_data")
 
 
 @app.command("sweep-beta")
@@ -295,6 +322,7 @@ def sweep_beta(
     stale_seconds: Annotated[Optional[float], typer.Option(
         "--stale-seconds", help="Another machine's trial silent this long (120 s) is failed and queued again.")] = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a killed sweep folder.")] = None,
+    trust_data: TrustDataOpt = False,
     set_: SetOpt = None,
     output: OutputOpt = None,
     quiet: QuietOpt = False,
@@ -310,6 +338,7 @@ def sweep_beta(
     options = {"trials": trials, "mode": mode, "betas": betas, "beta_range": beta_range, "params": param, "frontier": frontier,
                "max_time_ratio": max_time_ratio, "prune": False if no_prune else None, "storage": storage, "study": study,
                "fresh_processes": fresh_processes or None, "stale_seconds": stale_seconds}
+    _trust_needs_resume(trust_data, resume)
     if resume:
         if recipe is not None:
             raise SiftcliError("--resume continues the sweep with its saved recipe and settings; give no RECIPE")
@@ -322,7 +351,8 @@ def sweep_beta(
         cfg = _load(recipe, set_)
         settings = SweepSettings.from_options(cfg, **options)
     with _Progress(not quiet and not json_) as progress:
-        run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=None if json_ else progress)
+        run_dir, result = run_sweep(cfg, settings, output=output, resume=resume, jobs=jobs, on_event=None if json_ else progress,
+                                    trust_data=trust_data)
     _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(sweep_view(result, str(run_dir)))
 
 
@@ -338,6 +368,7 @@ def plan(
                                                  "it stops sooner when the interval knows). With --resume: extend an "
                                                  "inconclusive confirmation to this many.")] = None,
     resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted plan folder.")] = None,
+    trust_data: TrustDataOpt = False,
     workers: Annotated[Optional[int], typer.Option("--workers", help="Processes on this machine taking the plan's jobs "
                                                    "(each trains on its share of the cores; default 1).")] = None,
     storage: Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL shared by several machines "
@@ -363,6 +394,7 @@ def plan(
     from siftcli.plan.run import PlanSettings, run_plan
     from siftcli.plan.view import plan_view
 
+    _trust_needs_resume(trust_data, resume)
     if resume and recipe is not None:
         raise SiftcliError("--resume continues the plan with its saved recipe and settings; give no RECIPE")
     given = [f"--{name}" for name, value in (("budget", budget), ("tolerance", tolerance), ("workers", workers),
@@ -387,7 +419,8 @@ def plan(
                 progress(kind, data)
 
         folder, record = run_plan(cfg, None if resume else settings, output=output, resume=resume,
-                                  on_event=None if json_ else events, extend_seeds=seeds if resume else None)
+                                  on_event=None if json_ else events, extend_seeds=seeds if resume else None,
+                                  trust_data=trust_data)
     _emit_json({"run_dir": str(folder), **dataclasses.asdict(record)}) if json_ else console.print(plan_view(record, str(folder)))
 
 

@@ -40,24 +40,25 @@ from siftcli.runio import (
 from siftcli.training.loop import train
 from siftcli.training.pilot import pilot_check
 from siftcli.training.record import RunMetrics, brief, keep_value
-from siftcli.training.resume import data_fingerprint, reference_not_kept, resumable, same_data
+from siftcli.training.resume import data_fingerprint, record_sources, reference_not_kept, resumable, same_data, same_sources
 from siftcli.training.setup import save_model, sift_config
 from siftcli.workload.build import build_workload, resolve_device
 
 
 def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = None, on_event: Event | None = None,
-              resume: str | None = None, workload: Any = None) -> tuple[Path, RunMetrics]:
-    """One fine-tune, sifted when the recipe (or ``sift``) says so."""
+              resume: str | None = None, workload: Any = None, trust_data: bool = False) -> tuple[Path, RunMetrics]:
+    """One fine-tune, sifted when the recipe (or ``sift``) says so; ``trust_data``: resume on data files that changed."""
     if resume:
         run_dir = Path(resume)
         if not run_dir.is_dir():
             raise SiftcliError(f"--resume {resume}: folder not found")
         ensure_writable(run_dir)
-        claim(run_dir)
+        claim(run_dir, "--resume")
     if resume:
         if not (run_dir / "checkpoint.pt").exists():
             raise SiftcliError(f"--resume {resume}: no checkpoint.pt in that folder; nothing to resume")
         recipe = resumable(recipe, run_dir)
+        same_sources(run_dir, recipe, trust_data)
     use_sift = recipe.sift.enabled if sift is None else sift
     preflight(recipe)
     workload = workload or build_workload(recipe)  # before the run folder: bad data leaves no empty folder
@@ -65,8 +66,9 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         run_dir = make_run_dir(output, recipe.name)
         atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
         atomic_write_json(run_dir / "data_fingerprint.json", {"sha256": data_fingerprint(workload)})
+        record_sources(run_dir, recipe)
         write_label_noise(run_dir, workload)
-    else:
+    elif not trust_data:
         same_data(run_dir, workload)
     if use_sift and not resume:
         warning = pilot_check(recipe, workload)

@@ -153,8 +153,9 @@ class JsonlLog:
             kept = [line for line in self.path.read_text(encoding="utf-8").splitlines(keepends=True)
                     if _logged_step(line) <= resume_step]
             atomic_write_text(self.path, "".join(kept))
-        mode = "a" if resume_step is not None else "w"
-        self._fh = self.path.open(mode, encoding="utf-8") if self.path is not None else None
+        # opened without following a link (a link planted as log.jsonl would truncate the file it points at)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if resume_step is not None else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+        self._fh = os.fdopen(os.open(self.path, flags, 0o666), "a", encoding="utf-8") if self.path is not None else None
 
     def write(self, record: dict[str, Any]) -> None:
         if self._fh is not None:
@@ -214,13 +215,15 @@ def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix
     return path
 
 
-def claim(path: Path) -> None:
-    """One process per run folder: ``.siftcli.lock`` holds the owner's pid and goes when that process exits.
+def claim(path: Path, flag: str = "--output") -> None:
+    """One process per run folder: ``.siftcli.lock`` holds the owner's pid and goes when that process exits. A folder
+    holding a link that leads out of it is refused first (:func:`refuse_links_out`).
 
     A lock left by a process that no longer runs (killed with SIGKILL) is taken over. Rank 0's, under torchrun.
     """
     if not parallel.is_main():
         return
+    refuse_links_out(Path(path), flag)
     lock = Path(path) / ".siftcli.lock"
     for _ in range(2):
         try:
@@ -241,6 +244,26 @@ def claim(path: Path) -> None:
             fh.write(str(os.getpid()))
         atexit.register(lambda: lock.unlink(missing_ok=True))
         return
+
+
+def refuse_links_out(folder: Path, flag: str = "--output") -> None:
+    """A run folder whose entries (at any depth) include a link leading outside it is refused, naming the link: siftcli
+    would write through it (an arm's folder, a log, a checkpoint) into a file or folder the user never named. The
+    folder itself may be a link: that one the user named."""
+    root = folder.resolve()
+    for here, folders, files in os.walk(folder):  # links to folders are listed, never followed
+        for name in folders + files:
+            entry = Path(here) / name
+            if not entry.is_symlink():
+                continue
+            try:
+                target = entry.resolve()
+            except (OSError, RuntimeError):  # a loop of links
+                target = None
+            if target is None or (target != root and root not in target.parents):
+                where = "a loop of links" if target is None else str(target)
+                raise SiftcliError(f"{flag} {folder}: {entry} is a link to {where}, outside the folder, and siftcli would "
+                                   "write through it; remove the link, or choose another folder")
 
 
 def _alive(pid: int) -> bool:

@@ -100,7 +100,34 @@ def storage_for(url: str, folder: Path) -> Any:
         return url
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
-    return JournalStorage(JournalFileBackend(str(folder / "optuna.journal")))
+    path = folder / "optuna.journal"
+    try:
+        return JournalStorage(JournalFileBackend(str(path)))
+    except Exception as exc:  # optuna's own words for a torn or edited file: a 70-line JSONDecodeError
+        raise SiftcliError(f"{path}: damaged, its trials cannot be read ({first_line(exc, 120)}); start again in a new "
+                           "-o folder (the finished runs' files in this one stay as they are)") from None
+
+
+def check_journal(folder: Path, flag: str = "--resume") -> None:
+    """A resumed folder's journal (the default storage), read whole before optuna does: empty, the finished trials are
+    lost; a line that is not JSON (a torn write, an edit) would stop optuna with its own 70-line error at the next
+    write. Either is one line."""
+    import json
+
+    path = Path(folder) / "optuna.journal"
+    if not path.exists():
+        return
+    if path.stat().st_size == 0:
+        raise SiftcliError(f"{flag} {folder}: {path} is empty, so the finished trials are lost; start again in a new "
+                           "-o folder")
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            try:
+                json.loads(line)
+            except ValueError:
+                raise SiftcliError(f"{flag} {folder}: {path} is damaged at line {number} (not a whole JSON record: a "
+                                   "torn write or an edit), so its trials cannot be read; start again in a new -o "
+                                   "folder") from None
 
 
 def check_storage(url: str, study: str | None = None) -> None:

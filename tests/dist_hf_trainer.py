@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -37,3 +38,4 @@ Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({
     "lr": trainer.lr_scheduler.get_last_lr()[0], "peak_lr": args.learning_rate}))
 dist.barrier()
 dist.destroy_process_group()  # leave the group before exit: a gloo thread alive at interpreter shutdown can abort
+os._exit(0)  # and skip the interpreter's finalisation, where gloo's threads now and then abort all the same

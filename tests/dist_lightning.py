@@ -7,6 +7,7 @@ mean-loss training step)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -101,3 +102,5 @@ Path(f"rank{dist.get_rank()}.json").write_text(json.dumps({
     "planned": trainer.estimated_stepping_batches,
     "weights": [float(p.detach().sum()) for p in module.parameters()]}))
 dist.barrier()
+os._exit(0)  # results written, ranks met: skip the interpreter's finalisation, where gloo's threads now and then
+#             abort the process ("terminate called without an active exception") after all is done

@@ -360,7 +360,10 @@ def test_a_forged_or_endless_checkpoint_is_one_line_and_never_completed(tmp_path
         shutil.rmtree(out)
         shutil.copytree(kept, out)
         (out / name).unlink()
-        os.symlink("/dev/zero", out / name)
+        os.symlink("/dev/zero", out / name)  # a link out of the folder: refused before the checkpoint is read
+        _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), f"{name} is a link to /dev/zero")
+        (out / name).unlink()
+        os.mkfifo(out / name)  # a pipe in its place: never read
         _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), f"{name} is not a regular file")
 
 
@@ -593,6 +596,9 @@ def test_resume_checks_what_it_continues(tmp_path: Path, text_csv: Path, monkeyp
                     "give one of them")
     lines = text_csv.read_text().splitlines()
     text_csv.write_text("\n".join(lines[:1] + [lines[2], lines[1]] + lines[3:]) + "\n")  # the data file rewritten in place
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]),  # the file named, and its key
+                    f"data.source {text_csv.resolve()} changed")
+    (out / "sources.json").unlink()  # a run folder of an older siftcli: the rows themselves are still compared
     _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]), "the data differs from the data this run")
     text_csv.write_text("\n".join(lines) + "\n")
     (out / "recipe.yaml").unlink()

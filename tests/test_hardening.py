@@ -264,3 +264,169 @@ def test_a_study_being_founded_this_moment_is_not_taken_for_a_stranger(tmp_path:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     optuna.create_study(storage=url, study_name="shared")  # no trial yet, no marker yet
     check_storage(url, "shared")  # no refusal
+
+
+def _planted(folder: Path, tmp_path: Path, entry: str = "log.jsonl") -> Path:
+    """``folder/entry`` made a link to a file outside it, which holds text a write through the link would destroy."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / entry).symlink_to(victim)
+    return victim
+
+
+@pytest.mark.parametrize("command", ["train", "compare", "plan", "sweep-beta"])
+def test_an_output_folder_holding_a_link_out_of_it_is_refused_naming_the_link(tmp_path: Path, text_csv: Path,
+                                                                              command: str) -> None:
+    victim = _planted(tmp_path / "out", tmp_path)
+    args = {"train": [], "compare": ["--quick"], "plan": ["--budget", "2"], "sweep-beta": ["--trials", "1"]}[command]
+    result = runner.invoke(app, [command, _recipe(tmp_path, text_csv), "-o", str(tmp_path / "out"), *args])
+    _one_line_error(result, f"--output {tmp_path / 'out'}: {tmp_path / 'out' / 'log.jsonl'} is a link to {victim}, outside")
+    assert victim.read_text() == "precious\n"
+
+
+def test_an_arm_folder_that_links_out_of_the_comparison_is_refused(tmp_path: Path, text_csv: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "baseline").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    result = runner.invoke(app, ["compare", _recipe(tmp_path, text_csv), "-o", str(tmp_path / "c"), "--quick"])
+    _one_line_error(result, f"{tmp_path / 'c' / 'baseline'} is a link to {tmp_path / 'elsewhere'}, outside the folder")
+    assert not any((tmp_path / "elsewhere").iterdir())
+
+
+def test_a_resumed_run_holding_a_planted_link_is_refused_and_a_log_is_never_written_through_one(tmp_path: Path,
+                                                                                             text_csv: Path) -> None:
+    from siftcli.runio import JsonlLog
+
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-o", str(run)]).exit_code == 0
+    (run / "log.jsonl").unlink()
+    victim = _planted(run, tmp_path)
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "--resume", str(run)]),
+                    f"--resume {run}: {run / 'log.jsonl'} is a link to {victim}")
+    with pytest.raises(OSError):  # below the folder check: the log itself never follows a link
+        JsonlLog(run / "log.jsonl")
+    assert victim.read_text() == "precious\n"
+
+
+def test_filter_output_that_is_a_link_is_replaced_not_written_through(tmp_path: Path, text_csv: Path) -> None:
+    victim = tmp_path / "victim.csv"
+    victim.write_text("precious\n")
+    (tmp_path / "kept.csv").symlink_to(victim)
+    result = _filter(tmp_path, text_csv, "--dedup", "-o", str(tmp_path / "kept.csv"))
+    assert result.exit_code == 0, result.output
+    assert victim.read_text() == "precious\n" and not (tmp_path / "kept.csv").is_symlink()
+
+
+def test_a_run_resumed_on_a_changed_data_file_is_refused_naming_it_unless_trusted(tmp_path: Path, text_csv: Path,
+                                                                                monkeypatch) -> None:
+    from siftcli.training import loop
+
+    step, calls = loop.train_step, []
+
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", interrupted)
+    recipe, run = _recipe(tmp_path, text_csv), tmp_path / "run"
+    assert runner.invoke(app, ["train", recipe, "-o", str(run)]).exit_code != 0  # interrupted
+    monkeypatch.setattr(loop, "train_step", step)
+    text_csv.write_text(text_csv.read_text().replace(",1\n", ",0\n", 3))  # three labels edited in place
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(run)]),
+                    f"--resume {run}: data.source {text_csv.resolve()} changed")
+    done = runner.invoke(app, ["train", recipe, "--resume", str(run), "--trust-data", "-q"])
+    assert done.exit_code == 0, done.output
+    _one_line_error(runner.invoke(app, ["train", recipe, "--trust-data"]), "--trust-data goes with --resume")
+
+
+def test_a_plan_resumed_on_a_changed_data_file_is_refused_naming_it(tmp_path: Path, monkeypatch) -> None:
+    import os
+    import signal
+
+    from siftcli.plan import run as plan_run
+
+    real, calls = plan_run.Plan._train, []
+
+    def stopped(self, trial, index):  # noqa: ANN001, ANN202
+        calls.append(index)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return real(self, trial, index)
+
+    monkeypatch.setattr(plan_run.Plan, "_train", stopped)
+    recipe = _plan_recipe(tmp_path)
+    out = runner.invoke(app, ["plan", recipe, "--budget", "30", "--seeds", "2", "-q", "-o", str(tmp_path / "p")])
+    assert out.exit_code == 143, out.output
+    source = Path(yaml.safe_load(Path(recipe).read_text())["data"]["source"])
+    source.write_text(source.read_text() + source.read_text().splitlines()[1] + "\n")  # a row added
+    _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path / "p")]),
+                    f"--resume {tmp_path / 'p'}: data.source {source.resolve()} changed")
+
+
+@pytest.mark.parametrize("content,expected", [
+    ("{}", "plan.json is damaged (lacks 'candidates'"),
+    ("[]", "plan.json is damaged (TypeError"),
+])
+def test_a_damaged_plan_folder_is_one_line(tmp_path: Path, content: str, expected: str) -> None:
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "plan.json").write_text(content)
+    _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path / "p")]), expected)
+
+
+@pytest.mark.parametrize("keep,expected", [
+    (0.0, "optuna.journal is empty, so the finished trials are lost"),
+    (0.5, "optuna.journal is damaged at line 1"),
+])
+def test_a_damaged_sweep_journal_is_one_line(tmp_path: Path, text_csv: Path, keep: float, expected: str) -> None:
+    out = runner.invoke(app, ["sweep-beta", _recipe(tmp_path, text_csv), "--trials", "1", "--jobs", "0", "-q", "-o",
+                              str(tmp_path / "sw")])
+    assert out.exit_code == 0, out.output
+    journal = tmp_path / "sw" / "optuna.journal"
+    whole = journal.read_bytes()
+    journal.write_bytes(whole[:int(len(whole) * keep)])  # emptied, or cut in the middle of a line
+    _one_line_error(runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path / "sw")]), expected)
+    assert "Traceback" not in runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path / "sw")]).output
+
+
+def test_the_printed_resume_command_resumes_with_every_set_given(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    import shlex
+
+    from siftcli.training import loop
+
+    step, calls = loop.train_step, []
+
+    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", interrupted)
+    recipe = _recipe(tmp_path, text_csv)
+    out = runner.invoke(app, ["train", recipe, "-o", str(tmp_path / "run"), "--set", "data.max_train_samples=100",
+                              "--set", "optim.lr=0.002", "--no-sift"])
+    assert out.exit_code == 130, out.output
+    command = out.output.split("continue with: ")[1].strip()
+    assert "--set data.max_train_samples=100" in command and "--no-sift" in command
+    monkeypatch.setattr(loop, "train_step", step)
+    words = shlex.split(command)
+    assert words[:2] == ["siftcli", "train"]
+    done = runner.invoke(app, words[1:] + ["-q"])
+    assert done.exit_code == 0, done.output
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["status"] == "completed"
+
+
+def test_a_plan_says_when_its_jobs_were_too_short_to_time() -> None:
+    from siftcli.plan.record import Candidate, PlanRecord, Trial
+    from siftcli.plan.view import search_rows, short_note
+
+    trial = Trial("train-less:fraction=0.35", 0.25, 0.4, 0.8, 0.8, 0.31, "complete", short=True)
+    record = PlanRecord("completed", "r", "accuracy", 2, 1, 2, baseline_seconds=3.0,
+                        candidates=[Candidate("train-less:fraction=0.35", "fewer-epochs", "train less", 0.35, trials=[trial])])
+    assert "1 job(s) or their baselines ran under 2 s" in short_note(record)
+    assert any("0.31 (short: noise)" in cell for row in search_rows(record) for cell in row)
+    trial.short = False
+    assert short_note(record) == ""

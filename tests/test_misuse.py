@@ -153,3 +153,52 @@ def test_reference_losses_and_hooks_are_checked_where_they_are_given() -> None:
         SiftingDataLoader(loader, torch.nn.Linear(4, 2), _loss, config, reference_losses=[0.0] * 64)
     with pytest.raises(TypeError, match="hook must be a callable taking a BatchDecision, got int"):
         _sifting().add_batch_hook(5)
+
+
+@pytest.mark.parametrize("changes,expected", [
+    ({"beta": True}, "beta must be a positive number, got True"),
+    ({"loss_history_length": 2.7}, "loss_history_length must be a whole number from 1 to 10,000,000"),
+    ({"loss_history_length": "32"}, "loss_history_length must be a whole number"),
+    ({"loss_history_length": 10**9}, "got 1000000000"),
+])
+def test_a_sift_config_of_the_wrong_kind_is_named(changes: dict, expected: str) -> None:
+    with pytest.raises(ValueError, match=expected):
+        SiftConfig(**changes)
+
+
+def test_set_epoch_takes_an_epoch_number() -> None:
+    loader = _sifting()
+    for bad in ("x", -1, 10**30, True):
+        with pytest.raises(ValueError, match=r"set_epoch\(epoch\): expected the epoch number"):
+            loader.set_epoch(bad)
+    loader.set_epoch(2)
+    assert loader.epoch == 2
+
+
+def test_a_sifting_loader_is_not_wrapped_twice() -> None:
+    with pytest.raises(TypeError, match="already a SiftingDataLoader"):
+        SiftingDataLoader(_sifting(), torch.nn.Linear(4, 2), _loss, SiftConfig())
+
+
+def test_a_state_is_not_loaded_into_a_live_pass() -> None:
+    loader = _sifting()
+    state = loader.state_dict()
+    it = iter(loader)
+    next(it)
+    with pytest.raises(RuntimeError, match=r"load_state_dict\(\) during a pass"):
+        loader.load_state_dict(state)
+
+
+def test_a_state_of_other_data_or_another_kind_of_loader_is_refused() -> None:
+    small = SiftingDataLoader(DataLoader(_rows(16), batch_size=8), torch.nn.Linear(4, 2), _loss,
+                              SiftConfig(beta=1.0, loss_history_length=16, sift_delay=1, scoring="fresh"))
+    with pytest.raises(ValueError, match="wraps a dataset of 64 rows, this loader one of 16"):
+        small.load_state_dict(_sifting().state_dict())
+    state = _sifting().state_dict()
+    with pytest.raises(ValueError, match="wraps a StatefulDataLoader, this loader a plain DataLoader"):
+        _sifting().load_state_dict({**state, "wrapped": {**state["wrapped"], "stateful": True}})
+
+
+def test_a_rank_saved_as_text_is_read_as_its_number() -> None:
+    state = _sifting().state_dict()
+    _sifting().load_state_dict({**state, "rank": "0", "world": "1"})  # an edited state: the same rank, no contradiction

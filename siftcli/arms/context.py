@@ -17,6 +17,7 @@ from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.runio import atomic_write_json, atomic_write_text, make_run_dir
 from siftcli.training.record import RunMetrics, brief
+from siftcli.training.resume import record_sources
 from siftcli.workload.build import build_workload, resolve_device
 
 
@@ -73,6 +74,7 @@ def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[An
         check(workload)
     run_dir = make_run_dir(output, recipe.name, suffix=suffix)
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
+    record_sources(run_dir, recipe)  # what a --resume holds the data files against
     write_label_noise(run_dir, workload)
     return workload, run_dir
 

@@ -39,6 +39,12 @@ class Trial:
     fixed_seconds: float = 0.0  # seconds this job spent building a reference (not scaled with the rung)
     predicted_ratio: float | None = None  # its full-schedule time over the baseline's, predicted from this rung
     informative: bool = True  # False: at the untrained level after fewer steps than a baseline that had not learned yet
+    short: bool = False  # it or its baseline ran under SHORT_JOB_SECONDS: its time ratio is within the clock's noise
+
+
+#: Below this many seconds a job's time ratio says little: process start, a busy machine's scheduling and the warm-up
+#: move it by tens of percent (the same regression plan on a loaded machine gave three answers in three runs).
+SHORT_JOB_SECONDS = 2.0
 
 
 @dataclass

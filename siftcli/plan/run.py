@@ -22,7 +22,7 @@ import torch
 
 from siftcli.arms.context import prepare
 from siftcli.arms.table import arm_row
-from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
+from siftcli.errors import RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan import confirm as confirming
 from siftcli.plan import search as searching
 from siftcli.plan.record import Candidate, Confirmation, Look, PlannerNotes, PlanRecord, Skipped, Trial, Versus
@@ -35,6 +35,7 @@ from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import Event, atomic_write_json, atomic_write_text, claim, read_json, write_table
 from siftcli.tasks import metric
 from siftcli.training.record import final_value
+from siftcli.training.resume import same_sources
 from siftcli.workload.build import build_workload
 
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
@@ -257,13 +258,13 @@ def _threads(workers: int) -> None:
 
 def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, output: str | None = None,
              resume: str | None = None, on_event: Event | None = None,
-             extend_seeds: int | None = None) -> tuple[Path, PlanRecord]:
+             extend_seeds: int | None = None, trust_data: bool = False) -> tuple[Path, PlanRecord]:
     """Search, confirm and decide; every finished job is in the plan's study and ``plan.json`` is rewritten after each,
     so an interrupted plan resumes where it stopped (``resume``: with the settings it was started with;
     ``extend_seeds``: a confirmation left inconclusive goes on up to that many seeds, on the alpha its schedule kept
     for an extension)."""
     from siftcli import studies
-    from siftcli.studies import recipe_sha256
+    from siftcli.studies import check_journal, recipe_sha256
 
     emit = on_event or (lambda kind, data: None)
     t0 = time.perf_counter()
@@ -271,9 +272,16 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         folder = Path(resume)
         if not (folder / "plan.json").exists():
             raise SiftcliError(f"--resume {resume}: not a plan folder (no plan.json)")
-        claim(folder)
+        claim(folder, "--resume")
         saved = read_json(folder / "plan.json")
-        record = load_record(saved)
+        try:
+            record = load_record(saved)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            what = f"lacks {exc}" if isinstance(exc, KeyError) else f"{type(exc).__name__}: {first_line(exc, 100)}"
+            raise SiftcliError(f"--resume {resume}: {folder / 'plan.json'} is damaged ({what}: not what siftcli wrote); "
+                               "start the plan again in a new -o folder") from None
+        if not record.storage:
+            check_journal(folder)
         if not record.study or "screen_fidelity" not in saved:
             raise SiftcliError(f"--resume {resume}: this plan was written by an earlier siftcli whose search ran other "
                                "phases; run the plan again")
@@ -281,6 +289,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         if extend_seeds is not None:
             _extend(record, extend_seeds, resume)
         recipe = load_recipe(folder / "recipe.yaml")
+        same_sources(folder, recipe, trust_data)  # the finished jobs were measured on the files as they were
         built = time.perf_counter()
         first = build_workload(recipe)
         record.seed_seconds = record.seed_seconds or time.perf_counter() - built

@@ -32,7 +32,7 @@ from typing import Any
 
 from siftcli.analysis.stats import diff_points
 from siftcli.errors import RunInterrupted
-from siftcli.plan.record import Candidate, PlannerNotes, PlanRecord, Trial
+from siftcli.plan.record import SHORT_JOB_SECONDS, Candidate, PlannerNotes, PlanRecord, Trial
 from siftcli.plan.strategies import SCORING_GUESS
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
@@ -417,7 +417,7 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                                   "complete", gap=diff_points(value, low, metric), noise=noise,
                                   fixed_seconds=float(ref.get("seconds") or 0.0),
                                   predicted_ratio=full * fidelity / base_paid if base_paid else None,
-                                  informative=not short))
+                                  informative=not short, short=min(paid, base_paid or 0.0) < SHORT_JOB_SECONDS))
         c.outcome = _outcome(c, record, queued, extra)
 
 

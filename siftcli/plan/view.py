@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from siftcli.plan.record import Confirmation, PlanRecord
+from siftcli.plan.record import SHORT_JOB_SECONDS, Confirmation, PlanRecord
 from siftcli.report.tables import show_value
 
 #: The search table's columns, as :func:`search_rows` gives them (the terminal leaves out the family).
@@ -27,9 +27,20 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
         for i, t in enumerate(c.trials):
             gap = "—" if t.gap is None else f"{t.gap:+.2f} ± {t.noise or 0.0:.2f}"
             rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", f"{t.fidelity:.2f}",
-                         f"{t.seconds:.0f}", show_value(t.metric), show_value(t.baseline_metric), gap, show_value(t.time_ratio, "{:.2f}"),
+                         f"{t.seconds:.0f}", show_value(t.metric), show_value(t.baseline_metric), gap,
+                         show_value(t.time_ratio, "{:.2f}") + (" (short: noise)" if t.short else ""),
                          (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else "")])
     return rows
+
+
+def short_note(record: PlanRecord) -> str:
+    """Say so when jobs ran too short for their time ratios to mean much ("" when none did)."""
+    n = sum(t.short for c in record.candidates for t in c.trials)
+    if not n:
+        return ""
+    return (f"{n} job(s) or their baselines ran under {SHORT_JOB_SECONDS:g} s: their time ratios (marked short) are "
+            "within the clock's noise, and a faster/slower call on them is not evidence; a longer recipe or a larger "
+            "--budget gives jobs that can be timed")
 
 
 def screen_note(record: PlanRecord) -> str:
@@ -64,6 +75,8 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     for row in search_rows(record):
         search.add_row(row[0], *row[2:])
     parts: list = [search, Text(screen_note(record), style="dim")]
+    if short_note(record):
+        parts.append(Text(short_note(record), style="yellow"))
     if record.skipped:
         parts.append(Text("skipped: " + "; ".join(f"{s.family}: {s.why}" for s in record.skipped), style="dim"))
     if record.confirmations:
@@ -121,7 +134,7 @@ td,th{{border:1px solid #ccc;padding:.25em .6em;text-align:left}}th{{background:
 <p>The plan cost {cost:.0f} s = {cost / unit:.1f} baseline runs (search {record.search_seconds / unit:.1f} of a budget of
 {record.budget:g}, confirmation {record.confirm_seconds / unit:.1f}){escape(payback)}. Tolerance {record.tolerance:g} points;
 validation {record.validation_rows} rows, evaluation {record.evaluation_rows} rows.</p>
-<h2>Search (validation split)</h2><p>{escape(screen_note(record))}.</p><table>{''.join(search)}</table>
+<h2>Search (validation split)</h2><p>{escape(screen_note(record))}. {escape(short_note(record))}</p><table>{''.join(search)}</table>
 <h2>Confirmation (evaluation split, paired seeds)</h2><table>{''.join(confirm)}</table>
 <h2>Not tried</h2><ul>{skipped}</ul>
 <p>Recipe: {escape(str(record.recipe_out))}{escape(f' (trains on {record.data_out})' if record.data_out else '')}</p>

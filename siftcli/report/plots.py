@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from siftcli.analysis.sweep import SweepResult
+from siftcli.runio import atomic_write
 from siftcli.training.record import RunMetrics
 
 COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4", "random-keep": "#2ca02c"}
@@ -71,8 +72,10 @@ def _save(fig: Any, ax: Any, path: Path) -> Path:
 
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:  # written beside and renamed over: a link planted at the name is replaced, never written through
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
     return path
 
 

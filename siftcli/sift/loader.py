@@ -10,6 +10,7 @@ full batches the :class:`~siftcli.sift.batching.Outbox` packed from the kept row
 from __future__ import annotations
 
 import math
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +24,7 @@ from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
 from siftcli.sift.cursor import EpochCursor
 from siftcli.sift.distributed import agree_min, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
-from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len
+from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, stateful
 from siftcli.sift.inflight import BatchHook, InFlight
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
@@ -210,7 +211,7 @@ class SiftingDataLoader:
         """What accelerate's loaders and the HF Trainer are told before an epoch. The loader counts its epochs itself
         and sets its sampler's from that count at every pass; a count ahead of its own, given before a pass (a loader
         made afresh for a run resumed at a later epoch), moves it there, so the sampler's order is the epoch's."""
-        self.cursor.set_epoch(int(epoch))
+        self.cursor.set_epoch(int(epoch) if isinstance(epoch, numbers.Integral) and not isinstance(epoch, bool) else epoch)
 
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""
@@ -378,7 +379,7 @@ class SiftingDataLoader:
     # -- checkpointing: every part's own state, and the loader's (:mod:`.saved`) -------------------
     def state_dict(self) -> StateDict:
         """Everything needed to continue mid-epoch with the same decisions: each part's own state."""
-        return {**saved.header(self.config.to_dict(), self.batch_size),
+        return {**saved.header(self.config.to_dict(), self.batch_size, self._shape()),
                 "cursor": self.cursor.state_dict(),
                 "sifter": self.sifter.state_dict(),
                 "sampler": self.decisions.state_dict(),  # raw batches the sampler was asked for, not yet accounted
@@ -391,10 +392,19 @@ class SiftingDataLoader:
                 "quota": self.quota.state_dict(),
                 "feedback": self.feedback.state_dict()}  # training losses recorded, still on their way to the memory
 
+    def _shape(self) -> StateDict:
+        """What the saved state must be loaded back into: the wrapped loader's rows and kind (its position is saved in
+        that loader's own terms)."""
+        return {"rows": dataset_len(self.dataloader), "stateful": stateful(self.dataloader)}
+
     def load_state_dict(self, state: StateDict) -> None:
         """Restore a :meth:`state_dict` (also one an older siftcli saved); a saved state of a different sifting config
         or batch size is refused, naming the key."""
-        state = saved.check(state, self.config.to_dict(), self.batch_size)
+        if self.cursor.active and not self.cursor.resumed and self.cursor.source is not None:
+            raise RuntimeError("load_state_dict() during a pass over this loader: the pass under way would go on from "
+                               "the loaded state's rows; load the state before iterating (a loader made afresh, or "
+                               "between two epochs)")
+        state = saved.check(state, self.config.to_dict(), self.batch_size, self._shape())
         try:
             self.sifter.load_state_dict(state["sifter"])
             self.outbox.load_state_dict(state["outbox"])

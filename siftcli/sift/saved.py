@@ -20,9 +20,10 @@ from siftcli.sift.stateful import StateDict
 STATE_VERSION = 2
 
 
-def header(config: StateDict, batch_size: int) -> StateDict:
-    """The loader's own part of its saved state."""
-    return {"version": STATE_VERSION, "config": config, "batch_size": batch_size, "rank": rank(), "world": world_size()}
+def header(config: StateDict, batch_size: int, shape: StateDict) -> StateDict:
+    """The loader's own part of its saved state (``shape``: the wrapped loader's rows and kind)."""
+    return {"version": STATE_VERSION, "config": config, "batch_size": batch_size, "rank": rank(), "world": world_size(),
+            "wrapped": shape}
 
 
 def upgrade(state: Any) -> Any:
@@ -48,17 +49,35 @@ def upgrade(state: Any) -> Any:
             "feedback": [] if not feedback else [{"key": (feedback["meta"], int(feedback["epoch"])), "value": feedback["losses"]}]}
 
 
-def check(state: Any, config: StateDict, batch_size: int) -> StateDict:
+def check(state: Any, config: StateDict, batch_size: int, shape: StateDict | None = None) -> StateDict:
     """``state`` upgraded and checked: a malformed one is named (:func:`check_state`), never met half-way as a
     ``KeyError``; one saved by another rank, or under another sifting config, is refused naming the difference."""
     state = upgrade(state)
     check_state(state, batch_size)
     saved_rank, saved_world = state.get("rank"), state.get("world")
-    if saved_rank is not None and (saved_rank, saved_world) != (rank(), world_size()):
+    if saved_rank is not None and (_whole(saved_rank), _whole(saved_world)) != (rank(), world_size()):
         raise ValueError(f"this loader state was saved by rank {saved_rank} of {saved_world} processes; this is rank "
                          f"{rank()} of {world_size()}: every rank saves and loads its own (sifted.state_dict() on each rank, "
                          "to a file named by its rank, such as f'sifting_rank{rank}.pt')")
     for key, value in state["config"].items():
         if key in config and config[key] != value:
             raise ValueError(f"the saved loader state has sift {key}={value!r}, this loader {key}={config[key]!r}")
+    wrapped = state.get("wrapped")
+    if shape is not None and isinstance(wrapped, Mapping):
+        if wrapped.get("rows") != shape["rows"] and None not in (wrapped.get("rows"), shape["rows"]):
+            raise ValueError(f"the saved loader state wraps a dataset of {wrapped.get('rows')} rows, this loader one of "
+                             f"{shape['rows']}: its memory and position are by row; load it into a loader over the same data")
+        if bool(wrapped.get("stateful")) != shape["stateful"]:
+            kinds = ("a StatefulDataLoader", "a plain DataLoader")
+            saved_kind, this_kind = (kinds if wrapped.get("stateful") else kinds[::-1])
+            raise ValueError(f"the saved loader state wraps {saved_kind}, this loader {this_kind}: each saves its order "
+                             "its own way; wrap the kind the state was saved with")
     return state
+
+
+def _whole(value: Any) -> Any:
+    """A rank or world size as saved (a number, or its text from an edited state)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return value

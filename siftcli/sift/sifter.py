@@ -24,6 +24,8 @@ MODES = ("probabilistic", "calibrated", "infobatch", "random", "all")
 #: With ``sift_delay="auto"``, one raw batch in this many is scored during the delay: it measures the
 #: scoring cost ``s`` (the start rule needs it) and, for loops that do not call ``record()``, the gain.
 PROBE_EVERY = 8
+#: The longest loss history (a ring of float32: 40 MB at this length), as a recipe allows.
+MAX_HISTORY = 10_000_000
 #: Smoothing of the per-batch gain estimate (an exponential moving average over raw batches).
 GAIN_SMOOTHING = 0.1
 
@@ -86,10 +88,13 @@ class SiftConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta) and self.beta > 0):
+        if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta)
+                                               and self.beta > 0):
             raise ValueError(f"beta must be a positive number, got {self.beta!r}")
-        if int(self.loss_history_length) < 1:
-            raise ValueError(f"loss_history_length must be at least 1, got {self.loss_history_length!r}")
+        length = self.loss_history_length
+        if isinstance(length, bool) or not isinstance(length, numbers.Integral) or not 1 <= length <= MAX_HISTORY:
+            raise ValueError(f"loss_history_length must be a whole number from 1 to {MAX_HISTORY:,} (recent losses a new "
+                             f"one is ranked against; 500 by default), got {length!r}")
         if self.sift_delay == "auto":
             if self.repeat_delay_per_epoch:
                 raise ValueError("sift_delay='auto' starts sifting once; it cannot repeat every epoch")

@@ -25,7 +25,7 @@ from siftcli.analysis.stats import target_for, time_to_target
 from siftcli.analysis.sweep import Frontier, FrontierRow, SweepResult, TrialRow, advice, full_point, non_dominated
 from siftcli.arms.context import SeedContext, prepare
 from siftcli.arms.run import run_one
-from siftcli.errors import RunInterrupted, SiftcliError, restore_sigterm, sigterm_as_interrupt
+from siftcli.errors import RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe
 from siftcli.report.plots import write_sweep_plot
@@ -37,6 +37,7 @@ from siftcli.sweep.study import SHARED, open_study, shared_frontier
 from siftcli.sweep.trial import run_trial
 from siftcli.sweep.workers import Finished, Pool, WorkloadCache
 from siftcli.tasks import metric
+from siftcli.training.resume import same_sources
 from siftcli.workload.build import build_workload
 
 #: How often the parent refreshes its trials' liveness and looks at the other machines' (seconds).
@@ -45,7 +46,7 @@ TEND_EVERY = 5.0
 
 # -- the sweep (parent) ---------------------------------------------------------------------------------
 def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: str | None = None, resume: str | None = None,
-              jobs: int = 1, on_event: Any = None) -> tuple[Path, SweepResult]:
+              jobs: int = 1, on_event: Any = None, trust_data: bool = False) -> tuple[Path, SweepResult]:
     """The whole sweep: frontier, trials (``jobs`` warm workers; 0 runs them in this process), results."""
     if parallel.launched():
         raise SiftcliError("sweep-beta runs its trials in worker processes of its own (--jobs, one GPU each); launch it "
@@ -58,10 +59,18 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
         sweep_dir = Path(resume)
         if not (sweep_dir / "sweep_settings.json").exists():
             raise SiftcliError(f"--resume {resume}: not a sweep folder (no sweep_settings.json)")
-        claim(sweep_dir)
-        settings = SweepSettings(**read_json(sweep_dir / "sweep_settings.json"))
+        claim(sweep_dir, "--resume")
+        saved = read_json(sweep_dir / "sweep_settings.json")
+        try:
+            settings = SweepSettings(**saved)
+        except (TypeError, ValueError) as exc:  # edited or torn: not a mapping, a key missing or unknown
+            raise SiftcliError(f"--resume {resume}: {sweep_dir / 'sweep_settings.json'} is damaged ({first_line(exc, 100)}); "
+                               "start the sweep again in a new -o folder") from None
+        if not settings.storage:
+            studies.check_journal(sweep_dir)
         studies.check_storage(settings.storage)
         recipe = load_recipe(sweep_dir / "recipe.yaml")
+        same_sources(sweep_dir, recipe, trust_data)  # the finished trials were measured on the files as they were
         workload = None
     else:
         assert recipe is not None and settings is not None

@@ -9,7 +9,7 @@ from typing import Any
 from siftcli.errors import SiftcliError
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
-from siftcli.runio import atomic_write_text, read_json
+from siftcli.runio import atomic_write_json, atomic_write_text, read_json
 from siftcli.sift.sifter import SiftConfig
 from siftcli.workload.rows import hash_rows
 
@@ -42,6 +42,62 @@ def same_data(run_dir: Path, workload: Any) -> None:
     if saved.get("sha256") != data_fingerprint(workload):
         raise SiftcliError(f"--resume {run_dir}: the data differs from the data this run started on (a file changed, or "
                            "another source); a resumed run needs the same data; start the run again")
+
+
+#: The recipe's keys that name a data file: a resume checks each against the fingerprint its folder recorded.
+SOURCE_KEYS = ("data.source", "data.eval_source", "sift.reference.holdout_source")
+#: The file in a run, plan or sweep folder holding them.
+SOURCES_FILE = "sources.json"
+#: What the refusal and the docs name as the way past it.
+TRUST_FLAG = "--trust-data"
+
+
+def source_fingerprints(recipe: Recipe) -> dict[str, dict[str, Any]]:
+    """Each local data file the recipe names (training, evaluation, holdout): its path, size and SHA-256. A hub data set
+    or a built-in source is named with its revision in the recipe itself, which a resume already checks."""
+    import hashlib
+
+    out: dict[str, dict[str, Any]] = {}
+    for key in SOURCE_KEYS:
+        node: Any = recipe
+        for part in key.split("."):
+            node = getattr(node, part, None)
+        path = Path(node) if isinstance(node, str) and node else None
+        if path is None or not path.is_file():
+            continue
+        h = hashlib.sha256()
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        out[key] = {"path": str(path.resolve()), "bytes": path.stat().st_size, "sha256": h.hexdigest()}
+    return out
+
+
+def record_sources(folder: Path, recipe: Recipe) -> None:
+    """What a later ``--resume`` of this folder holds the data files against (:func:`same_sources`)."""
+    atomic_write_json(folder / SOURCES_FILE, source_fingerprints(recipe))
+
+
+def same_sources(folder: Path, recipe: Recipe, trust: bool = False) -> None:
+    """Refuse to resume ``folder`` on a data file that changed since it started, naming the key and the file (``trust``:
+    the user's word that the change does not matter; a folder written before fingerprints were kept is not checked)."""
+    path = folder / SOURCES_FILE
+    if trust or not path.exists():
+        return
+    saved = read_json(path)
+    if not isinstance(saved, dict):
+        raise SiftcliError(f"--resume {folder}: {path} is not what siftcli wrote (expected a JSON object); restore it, or "
+                           f"pass {TRUST_FLAG} to resume without checking the data")
+    now = source_fingerprints(recipe)
+    for key, was in saved.items():
+        got = now.get(key)
+        if not isinstance(was, dict) or got is None or got.get("sha256") != was.get("sha256"):
+            file = (was or {}).get("path") if isinstance(was, dict) else None
+            what = "is missing" if got is None else f"changed ({was.get('bytes')} bytes then, {got['bytes']} now)" \
+                if isinstance(was, dict) else "cannot be compared"
+            raise SiftcliError(f"--resume {folder}: {key} {file or ''} {what} since this run started; its finished work was "
+                               f"measured on the old file: put it back, start afresh, or pass {TRUST_FLAG} to continue on "
+                               "the file as it is now")
 
 
 # Keys a resumed run may change: they do not touch the schedule, the data order or the saved state.
