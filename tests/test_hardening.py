@@ -318,19 +318,27 @@ def test_filter_output_that_is_a_link_is_replaced_not_written_through(tmp_path: 
     assert victim.read_text() == "precious\n" and not (tmp_path / "kept.csv").is_symlink()
 
 
-def test_a_run_resumed_on_a_changed_data_file_is_refused_naming_it_unless_trusted(tmp_path: Path, text_csv: Path,
-                                                                                monkeypatch) -> None:
+def _interrupt_at(call: int, monkeypatch) -> object:  # noqa: ANN001
+    """The loop's training step raises KeyboardInterrupt (a Ctrl-C) at its ``call``-th call; returns the real one."""
     from siftcli.training import loop
 
     step, calls = loop.train_step, []
 
     def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == call:
             raise KeyboardInterrupt
         return step(*args, **kwargs)
 
     monkeypatch.setattr(loop, "train_step", interrupted)
+    return step
+
+
+def test_a_run_resumed_on_a_changed_data_file_is_refused_naming_it_unless_trusted(tmp_path: Path, text_csv: Path,
+                                                                                monkeypatch) -> None:
+    from siftcli.training import loop
+
+    step = _interrupt_at(3, monkeypatch)
     recipe, run = _recipe(tmp_path, text_csv), tmp_path / "run"
     assert runner.invoke(app, ["train", recipe, "-o", str(run)]).exit_code != 0  # interrupted
     monkeypatch.setattr(loop, "train_step", step)
@@ -396,15 +404,7 @@ def test_the_printed_resume_command_resumes_with_every_set_given(tmp_path: Path,
 
     from siftcli.training import loop
 
-    step, calls = loop.train_step, []
-
-    def interrupted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        calls.append(1)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "train_step", interrupted)
+    step = _interrupt_at(4, monkeypatch)
     recipe = _recipe(tmp_path, text_csv)
     out = runner.invoke(app, ["train", recipe, "-o", str(tmp_path / "run"), "--set", "data.max_train_samples=100",
                               "--set", "optim.lr=0.002", "--no-sift"])

@@ -4,6 +4,7 @@ under ``torch.cuda.set_sync_debug_mode("error")``)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -104,29 +105,40 @@ def test_the_counter_sees_a_read_of_a_batch_on_the_device(text_csv: Path, monkey
     assert sum(1 for s, _, at in counter.own() if 2 <= s <= steps and "batching.py" in at) >= steps // 2
 
 
-def test_sifting_trainer_packs_batches_on_the_device_without_a_host_read(tmp_path: Path) -> None:
-    """``SiftingTrainer``'s raw batches sit where accelerate put them; its steady-state steps make no host read of a
-    device value in siftcli's code (the Trainer's own checks, which the plain Trainer makes too, are left out), and its
-    scoring runs in the Trainer's precision."""
-    from transformers import BertConfig, BertForSequenceClassification, TrainerCallback, TrainingArguments
-
-    from siftcli.integrations.hf import SiftingTrainer
-    from siftcli.sift import SiftConfig
+def _trainer_rows(n: int) -> tuple[torch.nn.Module, list[dict], Callable[[list[dict]], dict]]:
+    """A tiny BERT, ``n`` rows of 3-15 tokens, and a collate that pads each batch to its longest row with a mask."""
+    from transformers import BertConfig, BertForSequenceClassification
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                                      intermediate_size=32, max_position_embeddings=32, num_labels=2))
     g = torch.Generator().manual_seed(0)
     rows = [{"input_ids": torch.randint(1, 50, (int(torch.randint(3, 16, (1,), generator=g)),), generator=g),
-             "labels": i % 2} for i in range(96)]
+             "labels": i % 2} for i in range(n)]
 
     def collate(batch: list[dict]) -> dict:
         width = max(len(r["input_ids"]) for r in batch)
-        ids = torch.zeros(len(batch), width, dtype=torch.long)
-        mask = torch.zeros(len(batch), width, dtype=torch.long)
+        ids, mask = torch.zeros(len(batch), width, dtype=torch.long), torch.zeros(len(batch), width, dtype=torch.long)
         for i, r in enumerate(batch):
             ids[i, :len(r["input_ids"])], mask[i, :len(r["input_ids"])] = r["input_ids"], 1
-        return on_device({"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in batch])})
+        return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in batch])}
+
+    return model, rows, collate
+
+
+def test_sifting_trainer_packs_batches_on_the_device_without_a_host_read(tmp_path: Path) -> None:
+    """``SiftingTrainer``'s raw batches sit where accelerate put them; its steady-state steps make no host read of a
+    device value in siftcli's code (the Trainer's own checks, which the plain Trainer makes too, are left out), and its
+    scoring runs in the Trainer's precision."""
+    from transformers import TrainerCallback, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+    from siftcli.sift import SiftConfig
+
+    model, rows, padded = _trainer_rows(96)
+
+    def collate(batch: list[dict]) -> dict:
+        return on_device(padded(batch))
 
     counter = SyncCounter(model)
 
@@ -245,24 +257,12 @@ def test_sifting_trainer_no_sync_on_a_gpu(tmp_path: Path) -> None:
     Trainer trains."""
     import warnings
 
-    from transformers import BertConfig, BertForSequenceClassification, TrainerCallback, TrainingArguments
+    from transformers import TrainerCallback, TrainingArguments
 
     from siftcli.integrations.hf import SiftingTrainer
     from siftcli.sift import SiftConfig
 
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                                     intermediate_size=32, max_position_embeddings=32, num_labels=2))
-    g = torch.Generator().manual_seed(0)
-    rows = [{"input_ids": torch.randint(1, 50, (int(torch.randint(3, 16, (1,), generator=g)),), generator=g),
-             "labels": i % 2} for i in range(192)]
-
-    def collate(batch: list[dict]) -> dict:
-        width = max(len(r["input_ids"]) for r in batch)
-        ids, mask = torch.zeros(len(batch), width, dtype=torch.long), torch.zeros(len(batch), width, dtype=torch.long)
-        for i, r in enumerate(batch):
-            ids[i, :len(r["input_ids"])], mask[i, :len(r["input_ids"])] = r["input_ids"], 1
-        return {"input_ids": ids, "attention_mask": mask, "labels": torch.tensor([r["labels"] for r in batch])}
+    model, rows, collate = _trainer_rows(192)
 
     class Guard(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN003, ANN201
