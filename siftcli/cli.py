@@ -99,7 +99,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
                 msg = f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir}; {exc.advice}"
             else:
                 msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
-                       "run the command again to start over")
+                       "a comparison cannot be continued: run the command again with another -o folder to start over")
             err_console.print(msg, markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:

@@ -187,7 +187,7 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     chosen = arms or default_arms(recipe, quick)
     subject = subject_of(chosen)
     check_arms(recipe, chosen, subject)
-    first, run_dir = prepare(recipe, output, "-compare")  # bad data fails before a folder exists
+    first, run_dir = prepare(recipe, output, "-compare", resumable=False)  # bad data fails before a folder exists
     warning = pilot_check(recipe, first) if pilot else None
     if warning and on_event is not None:
         on_event("warning", {"message": warning})

@@ -184,24 +184,26 @@ def _logged_step(line: str) -> float:
 RESULT_FILES = ("metrics.json", "compare.json", "sweep.json", "variants.json", "checkpoint.pt")
 
 
-def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs", suffix: str = "") -> Path:
+def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs", suffix: str = "",
+                 resumable: bool = True) -> Path:
     """``runs/<name>-<timestamp>/`` unless ``output`` names a folder; never a folder that already holds a run.
 
     The folder is checked writable and claimed by this process (see :func:`claim`); under ``torchrun``
     by rank 0, whose folder every rank then uses.
     """
-    return Path(parallel.on_main(lambda: str(_make_run_dir(output, name, root, suffix))))
+    return Path(parallel.on_main(lambda: str(_make_run_dir(output, name, root, suffix, resumable))))
 
 
-def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix: str) -> Path:
+def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix: str, resumable: bool = True) -> Path:
     if output is not None:
         if not str(output).strip():
             raise SiftcliError("--output '': expected a folder path")
         path = Path(output)
         found = [f for f in RESULT_FILES if (path / f).exists()] if path.is_dir() else []
         if found:
-            raise SiftcliError(f"--output {path}: already holds a run ({found[0]}); choose another folder, "
-                               f"or continue an interrupted one with --resume {path}")
+            again = f", or continue an interrupted one with --resume {path}" if resumable else \
+                " (a comparison cannot be continued: its finished arms stay there to read)"
+            raise SiftcliError(f"--output {path}: already holds a run ({found[0]}); choose another folder{again}")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "run"  # a name never leaves runs/

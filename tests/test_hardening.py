@@ -430,3 +430,28 @@ def test_a_plan_says_when_its_jobs_were_too_short_to_time() -> None:
     assert any("0.31 (short: noise)" in cell for row in search_rows(record) for cell in row)
     trial.short = False
     assert short_note(record) == ""
+
+
+@pytest.mark.parametrize("arms,expected", [
+    (["sifted:beta=1,beta=2"], "--arm 'sifted:beta=1,beta=2': beta is given twice"),
+    (["train-less:fraction=0.5", "train-less:fraction=0.50"], "is --arm 'train-less:fraction=0.5' again"),
+    (["sifted:keep_fraction=true"], "keep_fraction must be a number (a share of the samples), got True"),
+])
+def test_an_arm_given_twice_or_a_setting_of_the_wrong_kind_is_refused(tmp_path: Path, text_csv: Path, arms: list[str],
+                                                                     expected: str) -> None:
+    args = [a for arm in arms for a in ("--arm", arm)]
+    _one_line_error(runner.invoke(app, ["compare", _recipe(tmp_path, text_csv), "-o", str(tmp_path / "c"), *args]),
+                    expected)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_tolerance_out_of_range_says_the_range() -> None:
+    _one_line_error(runner.invoke(app, ["plan", "--tolerance", "inf"]), "expected metric points from 0 to 100")
+
+
+def test_a_comparison_folder_in_use_never_points_to_a_resume_compare_lacks(tmp_path: Path, text_csv: Path) -> None:
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "compare.json").write_text("{}")
+    result = runner.invoke(app, ["compare", _recipe(tmp_path, text_csv), "-o", str(tmp_path / "c"), "--quick"])
+    _one_line_error(result, "already holds a run (compare.json); choose another folder (a comparison cannot be continued")
+    assert "--resume" not in result.output

@@ -202,3 +202,9 @@ def test_a_state_of_other_data_or_another_kind_of_loader_is_refused() -> None:
 def test_a_rank_saved_as_text_is_read_as_its_number() -> None:
     state = _sifting().state_dict()
     _sifting().load_state_dict({**state, "rank": "0", "world": "1"})  # an edited state: the same rank, no contradiction
+
+
+def test_an_edited_epoch_in_a_state_is_named() -> None:
+    state = _sifting().state_dict()
+    with pytest.raises(ValueError, match="cursor epoch must be a whole number from 0, got 'x'"):
+        _sifting().load_state_dict({**state, "cursor": {**state["cursor"], "epoch": "x"}})

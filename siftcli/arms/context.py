@@ -65,14 +65,15 @@ def preflight(recipe: Recipe) -> None:
             raise SiftcliError(f"sift.{exc}") from None
 
 
-def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[Any], Any] | None = None) -> tuple[Any, Path]:
+def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[Any], Any] | None = None,
+            resumable: bool = True) -> tuple[Any, Path]:
     """Device check, workload (and ``check(workload)``, what the caller refuses), then the run folder (so bad input leaves
     none) with the resolved recipe."""
     preflight(recipe)
     workload = build_workload(recipe)
     if check is not None:
         check(workload)
-    run_dir = make_run_dir(output, recipe.name, suffix=suffix)
+    run_dir = make_run_dir(output, recipe.name, suffix=suffix, resumable=resumable)
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
     record_sources(run_dir, recipe)  # what a --resume holds the data files against
     write_label_noise(run_dir, workload)

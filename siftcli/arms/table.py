@@ -66,6 +66,8 @@ def _changes(name: str) -> dict[str, Any]:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise SiftcliError(f"--arm {name!r}: expected NAME or NAME:key=value,... (e.g. sifted:score=reducible)")
+        if key.strip() in out:
+            raise SiftcliError(f"--arm {name!r}: {key.strip()} is given twice; give each setting once")
         out[key.strip()] = load_yaml_text(value, f"--arm {name}")
     return out
 
@@ -367,7 +369,19 @@ def ordered(arms: list[str], subject: str = "sifted") -> list[str]:
 
 
 def check_arms(recipe: Recipe, arms: list[str], subject: str = "sifted") -> list[str]:
-    """The runnable order of ``arms``, after refusing (one line) any arm this recipe cannot run: before anything trains."""
+    """The runnable order of ``arms``, after refusing (one line) any arm this recipe cannot run, or one given twice in
+    other words (``train-less:fraction=0.5`` and ``=0.50``): before anything trains."""
+    seen: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+    for name in arms:
+        base = name.partition(":")[0]
+        try:
+            key = (base, tuple(sorted((k, repr(v)) for k, v in _changes(name).items())))
+        except SiftcliError:
+            continue  # the arm's own check says what is wrong with it
+        if key in seen and seen[key] != name:
+            raise SiftcliError(f"--arm {name!r} is --arm {seen[key]!r} again (the same setting written another way); "
+                               "give it once")
+        seen[key] = name
     order = ordered(arms, subject)
     for name in order:
         row = arm_row(name)

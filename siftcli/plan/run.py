@@ -74,7 +74,8 @@ class PlanSettings:
         if not budget == budget or not 1 < budget <= 100:
             raise SiftcliError(f"--budget {budget}: expected a number of full baseline runs above 1 and at most 100")
         if not tolerance == tolerance or not 0 <= tolerance <= 100:
-            raise SiftcliError(f"--tolerance {tolerance}: expected metric points, 0 or more")
+            raise SiftcliError(f"--tolerance {tolerance}: expected metric points from 0 to 100 (how far below the "
+                               "baseline a cheaper strategy may end and still be picked)")
         if not 2 <= seeds <= 50:
             raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
         if not 1 <= workers <= 64:

@@ -104,7 +104,7 @@ class EpochCursor:
     def load_state_dict(self, state: StateDict, epoch_done: bool) -> None:
         """Restore :meth:`state_dict`; ``epoch_done``: the saved epoch had yielded all it promised, so it ends at the
         next pass instead of being continued."""
-        self.epoch, self.offered = int(state["epoch"]), int(state["offered"])
+        self.epoch, self.offered = _whole(state, "epoch"), _whole(state, "offered")
         self.start_state = state.get("wrapped_epoch_start")
         self.order = state.get("order")
         if state.get("generators") is not None and not stateful(self.dataloader):  # the next epoch draws from them
@@ -123,3 +123,13 @@ def _put_back(generators: list[torch.Generator], saved: list[Any]) -> None:
     if len(generators) == len(saved):
         for g, state in zip(generators, saved):
             g.set_state(state)
+
+
+def _whole(state: StateDict, key: str) -> int:
+    """A count of the saved position, or a ``ValueError`` naming it (an edited state: ``epoch='x'``)."""
+    value = state[key]
+    if isinstance(value, bool) or not isinstance(value, (int, torch.Tensor)) or int(value) < 0:
+        raise ValueError(f"the saved loader state's cursor {key} must be a whole number from 0, got {value!r}: not what "
+                         "state_dict() wrote")
+    return int(value)
+

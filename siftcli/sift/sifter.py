@@ -91,6 +91,10 @@ class SiftConfig:
         if isinstance(self.beta, bool) or not (isinstance(self.beta, (int, float)) and math.isfinite(self.beta)
                                                and self.beta > 0):
             raise ValueError(f"beta must be a positive number, got {self.beta!r}")
+        for name in ("keep_fraction", "prune_fraction", "anneal_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or (value is not None and not isinstance(value, numbers.Real)):
+                raise ValueError(f"{name} must be a number (a share of the samples), got {value!r}")
         length = self.loss_history_length
         if isinstance(length, bool) or not isinstance(length, numbers.Integral) or not 1 <= length <= MAX_HISTORY:
             raise ValueError(f"loss_history_length must be a whole number from 1 to {MAX_HISTORY:,} (recent losses a new "
