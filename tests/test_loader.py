@@ -566,3 +566,34 @@ def test_a_state_of_a_newer_layout_is_refused_naming_the_versions() -> None:
     loader = SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig())
     with pytest.raises(ValueError, match=r"layout version 3; this siftcli reads versions 1 to 2"):
         loader.load_state_dict({**loader.state_dict(), "version": 3})
+
+
+def test_a_dropping_loader_gets_full_batches_only_and_len_counts_them() -> None:
+    """``DataLoader(drop_last=True)`` (timm's, mixup needs pairs, BatchNorm a second row): every sifted batch full, with
+    and without ``exact_len``, and ``len()`` the count it yields."""
+    for exact in (False, True):
+        base = DataLoader(_tuple_loader(n=100).dataset, batch_size=8, drop_last=True)
+        loader = SiftingDataLoader(base, torch.nn.Linear(4, 2), cross_entropy_loss,
+                                   SiftConfig(beta=1.0, sift_delay=2, mode="calibrated", seed=1), exact_len=exact, epochs=3)
+        for _ in range(3):
+            promised = len(loader)
+            sizes = [b[0].shape[0] for b in loader]
+            assert sizes and set(sizes) == {8}, (exact, sizes)
+            assert len(sizes) == promised or not exact
+
+
+def test_the_wrapped_loaders_own_attributes_are_read_and_set_through_the_wrapper() -> None:
+    class Prefetcher(DataLoader):  # timm's loader: train.py turns mixup off by assigning to the loader it holds
+        mixup_enabled = True
+
+    base = Prefetcher(_tuple_loader().dataset, batch_size=8)
+    loader = SiftingDataLoader(base, torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig())
+    assert loader.mixup_enabled is True
+    loader.mixup_enabled = False
+    assert base.mixup_enabled is False and "mixup_enabled" not in vars(loader)
+    loader.note = "mine"  # an attribute the wrapped loader lacks stays on the wrapper
+    assert loader.note == "mine" and not hasattr(base, "note")
+    with pytest.raises(AttributeError, match="nor has the Prefetcher it wraps"):
+        loader.missing  # noqa: B018
+    with pytest.raises(AttributeError, match="no batch_sampler to rebuild a loader from"):
+        loader.batch_sampler  # noqa: B018

@@ -122,6 +122,8 @@ class SiftingDataLoader:
         self.decisions = SamplerDecisions(self.config, self.indices.available, self.memory, self.scorer, self.sifter)
         self.kept_sets = KeptOverlap()
         self.quota = EpochQuota(exact_len)
+        # the wrapped loader drops a short last batch: so does this one (a model with BatchNorm, mixup needing pairs)
+        self.drop_last = bool(getattr(dataloader, "drop_last", False))
         if world_size() > 1:  # each rank draws its own keep decisions (and saves its own generator)
             self.sifter.generator.manual_seed(int(self.config.seed) + 1_000_003 * rank())
         if epochs:
@@ -134,6 +136,7 @@ class SiftingDataLoader:
                                  batch_transform=batch_transform, needs_indices=self._needs_indices)
         self._ends: EpochEnd | None = None  # accelerate's GradientState, told where a sifted epoch ends
         self.end_of_dataloader, self.remainder = False, -1  # what accelerate reads off its active loader
+        self._wrapped_attributes = True  # from here on, attributes of the wrapped loader are read and set through it
 
     @property
     def _needs_indices(self) -> str | None:
@@ -178,7 +181,7 @@ class SiftingDataLoader:
         else:
             mid_epoch = (active and not quota.done) if quota.enabled else (active or self.cursor.resumed)
             whole = self.sifter.kept_whole(raw_batches, mid_epoch=mid_epoch)
-        expected = expected_batches(self._epoch_rows(), self.batch_size, whole, fraction)
+        expected = expected_batches(self._epoch_rows(), self.batch_size, whole, fraction, self.drop_last)
         if quota.enabled:
             quota.promise = expected
         return expected
@@ -189,6 +192,30 @@ class SiftingDataLoader:
         return min(sampled, most) if sampled else most
 
     # -- what published scripts read off the loader they wrap ------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        """An attribute this loader does not have is the wrapped loader's (timm's ``loader.mixup_enabled``, a custom
+        loader's fields), read through; a property of this class that refuses (``batch_sampler``) keeps its refusal."""
+        if name.startswith("__") or "_wrapped_attributes" not in self.__dict__:
+            raise AttributeError(name)
+        if name in type(self).__dict__:  # a property that raised: its own words, not the wrapped loader's attribute
+            return type(self).__dict__[name].__get__(self, type(self))
+        try:
+            return getattr(self.__dict__["dataloader"], name)
+        except AttributeError:
+            raise AttributeError(f"'SiftingDataLoader' object has no attribute {name!r}, nor has the "
+                                 f"{type(self.__dict__['dataloader']).__name__} it wraps") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Setting an attribute the wrapped loader has and this one does not (timm turns ``mixup_enabled`` off at
+        ``mixup_off_epoch``) sets it there, where the loader that uses it reads it; anything else is this loader's."""
+        d = self.__dict__
+        if ("_wrapped_attributes" in d and name not in d and not hasattr(type(self), name)
+                and hasattr(d["dataloader"], name)):
+            setattr(d["dataloader"], name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+
     @property
     def dataset(self) -> Any:
         """The wrapped loader's dataset (scripts read its length)."""
@@ -263,7 +290,7 @@ class SiftingDataLoader:
             self.inflight.admit(raw, self.indices.next())
             yield from self._flush()
         self.inflight.end_pass()
-        if self.quota.allowed(len(outbox.pending) + 1, exhausted=True) > len(outbox.pending):
+        if not self.drop_last and self.quota.allowed(len(outbox.pending) + 1, exhausted=True) > len(outbox.pending):
             outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
         self._close_epoch()
@@ -306,7 +333,7 @@ class SiftingDataLoader:
         else:  # what the last pass left buffered is dropped; exact_len carries it over
             self.outbox.clear()
         quota.start()
-        self.sifter.start_epoch(quota.floor_rows(self.batch_size, self.outbox.rows()), self._epoch_rows())
+        self.sifter.start_epoch(quota.floor_rows(self.batch_size, self.outbox.rows(), self.drop_last), self._epoch_rows())
         self.cursor.offered = 0
         self.decisions.clear()
         self.feedback.clear()

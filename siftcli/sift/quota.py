@@ -16,13 +16,15 @@ import math
 from siftcli.sift.stateful import StateDict
 
 
-def expected_batches(samples: int, batch_size: int, whole_batches: float, keep_fraction: float) -> int:
+def expected_batches(samples: int, batch_size: int, whole_batches: float, keep_fraction: float,
+                     drop_last: bool = False) -> int:
     """Sifted batches from ``samples`` rows when ``whole_batches`` raw batches are kept whole and the rest at
-    ``keep_fraction`` (at least 1 when there is any row)."""
+    ``keep_fraction`` (at least 1 when there is any row); full batches only with ``drop_last``."""
     if not samples:
         return 0
     whole = min(samples, whole_batches * batch_size)
-    return max(1, math.ceil((whole + (samples - whole) * keep_fraction) / batch_size))
+    kept = (whole + (samples - whole) * keep_fraction) / batch_size
+    return math.floor(kept) if drop_last else max(1, math.ceil(kept))
 
 
 class EpochQuota:
@@ -36,11 +38,12 @@ class EpochQuota:
     def start(self) -> None:
         self.yielded = 0
 
-    def floor_rows(self, batch_size: int, carried_rows: int) -> int | None:
-        """Rows this epoch must keep to fill the promise, beyond the ``carried_rows`` left from the last (None: no floor)."""
+    def floor_rows(self, batch_size: int, carried_rows: int, full_last: bool = False) -> int | None:
+        """Rows this epoch must keep to fill the promise, beyond the ``carried_rows`` left from the last (None: no floor);
+        ``full_last``: its last batch full too (a loader that drops a short last batch)."""
         if not self.enabled or self.promise is None:
             return None
-        return max(0, (self.promise - 1) * batch_size + 1 - carried_rows)
+        return max(0, (self.promise if full_last else self.promise - 1) * batch_size + (0 if full_last else 1) - carried_rows)
 
     def allowed(self, ready: int, exhausted: bool) -> int:
         """How many of ``ready`` batches may leave now: never past the promise, and the last promised one only once the
