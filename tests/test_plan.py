@@ -419,7 +419,7 @@ def test_a_plan_searches_confirms_writes_a_runnable_recipe_and_resumes(tmp_path:
 @pytest.mark.parametrize("args,expected", [
     (["--budget", "1"], "--budget 1.0: expected a number of full baseline runs above 1"),
     (["--budget", "nan"], "--budget nan"),
-    (["--tolerance", "-1"], "--tolerance -1.0: expected metric points, 0 or more"),
+    (["--tolerance", "-1"], "--tolerance -1.0: expected metric points from 0 to 100"),
     (["--seeds", "1"], "--seeds 1: the confirmation needs 2 to 50 paired seeds"),
 ])
 def test_bad_options_are_one_line_and_exit_2_before_anything_loads(tmp_path: Path, args: list[str], expected: str) -> None:
