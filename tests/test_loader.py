@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -597,3 +599,61 @@ def test_the_wrapped_loaders_own_attributes_are_read_and_set_through_the_wrapper
         loader.missing  # noqa: B018
     with pytest.raises(AttributeError, match="no batch_sampler to rebuild a loader from"):
         loader.batch_sampler  # noqa: B018
+
+
+def test_soft_targets_are_scored_as_soft_targets() -> None:
+    """timm's mixup hands ``(images, soft_targets)``: cross-entropy against the mixed distribution, never ``.long()``."""
+    model = torch.nn.Linear(4, 3)
+    x = torch.randn(5, 4)
+    soft = torch.softmax(torch.randn(5, 3), dim=1)
+    expected = -(soft * torch.log_softmax(model(x), dim=1)).sum(1)
+    assert torch.allclose(cross_entropy_loss(model, (x, soft)), expected, atol=1e-6)
+
+
+def test_a_nested_mapping_reaches_the_model_whole() -> None:
+    class TwoInputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = torch.nn.Linear(4, 2)
+
+        def forward(self, text: torch.Tensor, image: dict) -> torch.Tensor:
+            return self.head(text + image["pixels"])
+
+    batch = {"text": torch.randn(3, 4), "image": {"pixels": torch.randn(3, 4)}, "labels": torch.tensor([0, 1, 0]),
+             "ids": ["a", "b", "c"]}
+    assert hf_loss(TwoInputs(), batch).shape == (3,)
+
+
+def test_a_dataclass_batch_is_packed_yielded_and_resumed_as_its_class(tmp_path) -> None:
+    def collate(rows: list) -> Pair:
+        return Pair(torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]))
+
+    def loss(model: torch.nn.Module, batch: Pair) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(model(batch.inputs), batch.labels, reduction="none")
+
+    def make() -> SiftingDataLoader:
+        model = torch.nn.Linear(4, 2)
+        model.load_state_dict({"weight": torch.eye(2, 4), "bias": torch.zeros(2)})
+        return SiftingDataLoader(DataLoader(_tuple_loader(n=64).dataset, batch_size=8, collate_fn=collate), model, loss,
+                                 SiftConfig(beta=1.0, loss_history_length=16, seed=2))
+
+    whole = [b.inputs.clone() for b in make()]
+    first = make()
+    it = iter(first)
+    got = [next(it).inputs.clone() for _ in range(2)]
+    assert isinstance(next(iter(make())), Pair)
+    torch.save(first.state_dict(), tmp_path / "s.pt")
+    resumed = make()
+    resumed.load_state_dict(torch.load(tmp_path / "s.pt", weights_only=True))
+    rest = list(resumed)
+    assert all(isinstance(b, Pair) for b in rest)
+    got += [b.inputs.clone() for b in rest]
+    assert len(got) == len(whole) and all(torch.equal(a, b) for a, b in zip(got, whole))
+
+
+@dataclasses.dataclass
+class Pair:
+    """A collate's dataclass batch (module level, as a resumed state finds its class by name)."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor

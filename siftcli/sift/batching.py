@@ -10,6 +10,7 @@ different lengths, with a value chosen per field name (pad token for ids, 0 for 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,28 @@ def _rebuild_mapping(template: Mapping, data: dict) -> Any:
         return data
 
 
+def _fields(batch: Any) -> dict[str, Any] | None:
+    """A ``@dataclass`` batch's fields by name (a collate may return one), walked as a mapping; ``None`` for any other."""
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)}
+    return None
+
+
+def _with_fields(template: Any, data: dict[str, Any]) -> Any:
+    """A dataclass batch like ``template`` holding ``data``: the class the collate returned, so ``batch.input_ids`` still
+    reads (fields outside ``__init__`` set afterwards)."""
+    init = {f.name: data[f.name] for f in dataclasses.fields(template) if f.init}
+    out = type(template)(**init)
+    for f in dataclasses.fields(template):
+        if not f.init:
+            object.__setattr__(out, f.name, data[f.name])
+    return out
+
+
+#: The key a saved dataclass batch keeps its class under (``module:qualname``), to be rebuilt on load.
+DATACLASS_KEY = "__dataclass__"
+
+
 def batch_size(batch: Any) -> int:
     """Number of samples in ``batch``: the first dimension of its first tensor or per-sample list."""
     found = _first_size(batch)
@@ -73,6 +96,9 @@ def batch_size(batch: Any) -> int:
 def _first_size(batch: Any) -> int | None:
     if _is_array(batch):
         return int(batch.shape[0]) if batch.ndim > 0 else None
+    fields = _fields(batch)
+    if fields is not None:
+        return _first_size(fields)
     if isinstance(batch, Mapping):
         for value in batch.values():
             size = _first_size(value)
@@ -121,6 +147,9 @@ def _select(batch: Any, rows: _Rows) -> Any:
         return batch if batch.ndim == 0 else rows.take(batch)
     if np is not None and isinstance(batch, np.ndarray):
         return batch[rows.index.cpu().numpy()] if batch.ndim else batch
+    fields = _fields(batch)
+    if fields is not None:
+        return _with_fields(batch, {k: _select(v, rows) for k, v in fields.items()})
     if isinstance(batch, Mapping):
         return _rebuild_mapping(batch, {k: _select(v, rows) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)):
@@ -164,6 +193,10 @@ def concat(
         return _concat_tensors(list(parts), pad_values.get(_key or "", 0), padding_side)
     if np is not None and isinstance(first, np.ndarray):
         return np.concatenate(parts, axis=0) if first.ndim else first
+    fields = _fields(first)
+    if fields is not None:
+        return _with_fields(first, {k: concat([getattr(p, k) for p in parts], pad_values, padding_side, _key=k)
+                                    for k in fields})
     if isinstance(first, Mapping):
         data = {k: concat([p[k] for p in parts], pad_values, padding_side, _key=str(k)) for k in first}
         return _rebuild_mapping(first, data)
@@ -258,6 +291,9 @@ def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False
         if non_blocking and torch.device(device).type == "cuda":
             batch = pinned(batch)
         return batch.to(device, non_blocking=non_blocking)
+    fields = _fields(batch)
+    if fields is not None:
+        return _with_fields(batch, {k: to_device(v, device, non_blocking) for k, v in fields.items()})
     if isinstance(batch, Mapping):
         return _rebuild_mapping(batch, {k: to_device(v, device, non_blocking) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)) and _is_structure(batch):
@@ -271,6 +307,9 @@ def pinned(batch: Any) -> Any:
     torch has no pinned memory)."""
     if isinstance(batch, torch.Tensor):
         return batch.pin_memory() if batch.device.type == "cpu" and not batch.is_pinned() else batch
+    fields = _fields(batch)
+    if fields is not None:
+        return _with_fields(batch, {k: pinned(v) for k, v in fields.items()})
     if isinstance(batch, Mapping):
         return _rebuild_mapping(batch, {k: pinned(v) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)) and _is_structure(batch):
@@ -280,13 +319,36 @@ def pinned(batch: Any) -> Any:
 
 def saved_form(batch: Any) -> Any:
     """``batch`` as a checkpoint holds it: tensors on the CPU and plain containers only (a ``BatchEncoding`` or a named
-    tuple is a class ``torch.load(weights_only=True)`` refuses), so a resumed run yields it as a ``dict``/``tuple``."""
+    tuple is a class ``torch.load(weights_only=True)`` refuses), so a resumed run yields it as a ``dict``/``tuple``; a
+    dataclass batch keeps its class's name and comes back as that class (:func:`from_saved_form`)."""
     if isinstance(batch, torch.Tensor):  # a compact copy: a view (a packed batch's rows) would save its whole storage
         return batch.to("cpu").clone()
+    fields = _fields(batch)
+    if fields is not None:
+        kind = type(batch)
+        return {DATACLASS_KEY: f"{kind.__module__}:{kind.__qualname__}", **{k: saved_form(v) for k, v in fields.items()}}
     if isinstance(batch, Mapping):
         return {k: saved_form(v) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
         return type(batch)(saved_form(v) for v in batch) if type(batch) in (list, tuple) else tuple(saved_form(v) for v in batch)
+    return batch
+
+
+def from_saved_form(batch: Any) -> Any:
+    """A saved batch back as the loop yields it: a dataclass batch as its class again (found by the name it was saved
+    under; the class must be importable where the run resumes), anything else as it was saved."""
+    if isinstance(batch, Mapping) and DATACLASS_KEY in batch:
+        import importlib
+
+        module, _, qualname = str(batch[DATACLASS_KEY]).partition(":")
+        kind: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            kind = getattr(kind, part)
+        if not dataclasses.is_dataclass(kind):
+            raise ValueError(f"a saved batch names {batch[DATACLASS_KEY]}, which is not a dataclass")
+        data = {k: from_saved_form(v) for k, v in batch.items() if k != DATACLASS_KEY}
+        template = object.__new__(kind)
+        return _with_fields(template, data)
     return batch
 
 
@@ -343,7 +405,7 @@ class Packer:
         return {"buffer": [saved_form(b) for b in self.buffer], "buffered": self.buffered}
 
     def load_state_dict(self, state: StateDict) -> None:
-        self.buffer, self.buffered = list(state["buffer"]), int(state["buffered"])
+        self.buffer, self.buffered = [from_saved_form(b) for b in state["buffer"]], int(state["buffered"])
 
 
 class Outbox:
@@ -425,4 +487,4 @@ class Outbox:
     def load_state_dict(self, state: StateDict) -> None:
         self.packer.load_state_dict(state["packer"])
         self.meta.load_state_dict(state["meta_packer"])
-        self.pending = [tuple(p) for p in state["pending"]]
+        self.pending = [(from_saved_form(b), m) for b, m in state["pending"]]

@@ -83,7 +83,8 @@ class Arrival:
             copy=None if p["fresh"] is None else Copy(p["fresh"]),
             span=None if p["fresh"] is None else Span.known(p.get("seconds") or 0.0))
         widths = state.get("widths")
-        return cls(state["raw"], state["indices"], None if state["entry"] is None else Entry(**state["entry"]),
+        return cls(batching.from_saved_form(state["raw"]), state["indices"],
+                   None if state["entry"] is None else Entry(**state["entry"]),
                    [Entry(**e) for e in state["dropped"]], pending, None if widths is None else Copy(widths))
 
 

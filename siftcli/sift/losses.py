@@ -45,6 +45,8 @@ def loss_from_logits(logits: torch.Tensor, labels: torch.Tensor, kind: str = "au
             token = F.cross_entropy(logits.transpose(1, -1), labels, ignore_index=-100, reduction="none")
             valid = (labels != -100).float()
             return (token * valid).reshape(labels.shape[0], -1).sum(1) / valid.reshape(labels.shape[0], -1).sum(1).clamp_min(1.0)
+        if labels.is_floating_point() and labels.shape == logits.shape:  # soft targets (mixup, label smoothing)
+            return F.cross_entropy(logits, labels.float(), reduction="none")
         return F.cross_entropy(logits, labels.long(), reduction="none")
     raise ValueError(f"unknown loss kind {kind!r}; expected auto, cross_entropy, mse, bce or causal_lm")
 
@@ -77,8 +79,9 @@ def _logits_of(output: Any) -> torch.Tensor:
 class HFLoss:
     """Per-sample loss for Hugging Face models fed a dict-like batch that has ``labels``.
 
-    Non-tensor fields and ``labels`` are not passed to the model; ``kind`` picks the loss
-    (see :func:`loss_from_logits`).
+    ``labels`` and fields that are neither tensors nor nested mappings of them (ids, texts) are not passed to the model;
+    a nested mapping (a multimodal model's ``pixel_values`` dict, say) is passed whole. ``kind`` picks the loss (see
+    :func:`loss_from_logits`).
     """
 
     def __init__(self, kind: str = "auto", label_key: str = "labels") -> None:
@@ -88,7 +91,7 @@ class HFLoss:
     def __call__(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         if not isinstance(batch, Mapping) or self.label_key not in batch:
             raise TypeError(f"HFLoss needs a dict-like batch with a {self.label_key!r} field")
-        inputs = {k: v for k, v in batch.items() if k != self.label_key and isinstance(v, torch.Tensor)}
+        inputs = {k: v for k, v in batch.items() if k != self.label_key and isinstance(v, (torch.Tensor, Mapping))}
         return loss_from_logits(_logits_of(model(**inputs)), batch[self.label_key], self.kind)
 
 
