@@ -371,3 +371,41 @@ def test_lightning_val_check_interval_and_early_stopping_work_on_a_probabilistic
     epochs = sorted({e for e, _ in module.checks})
     assert all(sum(1 for e, _ in module.checks if e == epoch) == 2 for epoch in epochs[:-1])  # twice in every full epoch
     assert all(idx in (per_epoch // 2, per_epoch) for _, idx in module.checks)
+
+
+def test_sifting_trainer_trains_the_label_smoothed_loss_the_trainer_would(tmp_path: Path) -> None:
+    from transformers import Trainer, TrainingArguments
+    from transformers.trainer_pt_utils import LabelSmoother
+
+    from siftcli.integrations.hf import SiftingTrainer, smoothed_losses
+
+    logits, labels = torch.randn(6, 3), torch.tensor([0, 2, 1, 1, 0, 2])
+    assert torch.allclose(smoothed_losses(logits, labels, 0.1).mean(), LabelSmoother(0.1)({"logits": logits}, labels))
+    model, rows = _tiny_bert_and_rows(32)
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=1, report_to=[],
+                             save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True,
+                             label_smoothing_factor=0.1)
+    sifted = SiftingTrainer(model=model, args=args, train_dataset=rows, sift_config=SiftConfig(mode="all"))
+    plain_trainer = Trainer(model=model, args=args, train_dataset=rows)  # it seeds the RNG as it is made
+    batch = next(iter(sifted.get_train_dataloader()))
+    model.train()
+    torch.manual_seed(0)  # the same dropout in both forwards
+    ours = sifted.compute_loss(model, dict(batch))
+    torch.manual_seed(0)
+    plain = plain_trainer.compute_loss(model, dict(batch))
+    assert torch.allclose(ours, plain, atol=1e-6), (ours, plain)
+
+
+def test_a_sifting_trainer_subclass_that_overrides_compute_loss_is_told_how_to_feed_it(tmp_path: Path) -> None:
+    from transformers import TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    class Mine(SiftingTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):  # noqa: ANN001, ANN201
+            return model(**inputs).loss
+
+    model, rows = _tiny_bert_and_rows(16)
+    args = TrainingArguments(output_dir=str(tmp_path), report_to=[], use_cpu=True, disable_tqdm=True)
+    with pytest.warns(UserWarning, match=r"Mine overrides compute_loss: return self.sifting_loader.training_loss"):
+        Mine(model=model, args=args, train_dataset=rows)

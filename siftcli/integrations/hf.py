@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,22 @@ def run_epochs(args: Any, raw_batches: int, keep_fraction: float) -> float:
     return float(args.num_train_epochs)
 
 
+def smoothed_losses(logits: torch.Tensor, labels: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """Per-sample label-smoothed cross-entropy, the Trainer's ``LabelSmoother`` before its mean: ``(1 - epsilon)`` of
+    the negative log-likelihood plus ``epsilon`` of the mean negative log-probability over classes, over each sample's
+    labelled positions (tokens labelled -100 left out). Their mean over a batch of single labels is the Trainer's."""
+    log_probs = -torch.log_softmax(logits.float(), dim=-1)
+    labels = labels.to(logits.device)
+    if labels.dim() == log_probs.dim() - 1:
+        labels = labels.unsqueeze(-1)
+    padding = labels.eq(-100)
+    nll = log_probs.gather(dim=-1, index=labels.clamp(min=0)).masked_fill(padding, 0.0)
+    smooth = log_probs.mean(dim=-1, keepdim=True).masked_fill(padding, 0.0)
+    per = ((1 - epsilon) * nll + epsilon * smooth).reshape(labels.shape[0], -1)
+    counted = (~padding).reshape(labels.shape[0], -1).sum(1).clamp_min(1)
+    return per.sum(1) / counted
+
+
 def trainer_precision(args: Any) -> str:
     """The scoring forward's precision: the one the Trainer trains in (its autocast), so ranking costs what a training
     forward costs and never runs fp32 beside a bf16 step."""
@@ -86,6 +103,11 @@ class SiftingTrainer(Trainer):
             raise TypeError(f"SiftingTrainer: sift_loss must be a callable (model, batch) -> Tensor[batch], got "
                             f"{type(sift_loss).__name__} (see siftcli.sift.losses)")
         super().__init__(*args, **kwargs)
+        if type(self).compute_loss is not SiftingTrainer.compute_loss:
+            warnings.warn(f"{type(self).__name__} overrides compute_loss: return "
+                          "self.sifting_loader.training_loss(per_sample_losses) from it for the training batches, or the "
+                          "sifting rule's weights and the losses it remembers never see them (or give sift_loss= instead)",
+                          stacklevel=2)
         self.sift_config = sift_config or SiftConfig()
         self.sift_loss = sift_loss or hf_loss
         self.pad_token_id = pad_token_id
@@ -154,4 +176,8 @@ class SiftingTrainer(Trainer):
                      num_items_in_batch: Any = None) -> Any:
         if self.sifting_loader is None or return_outputs or not model.training:  # evaluation batches
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        epsilon = float(getattr(self.args, "label_smoothing_factor", 0.0) or 0.0)
+        if epsilon and self.sift_loss is hf_loss and "labels" in inputs:  # the Trainer's label smoother, per sample
+            logits = model(**{k: v for k, v in inputs.items() if k != "labels"}).logits
+            return self.sifting_loader.training_loss(smoothed_losses(logits, inputs["labels"], epsilon))
         return self.sifting_loader.training_loss(self.sift_loss(model, inputs))
