@@ -86,6 +86,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
         except RunInterrupted as exc:
             if not parallel.is_main():
                 raise typer.Exit(exc.exit_code) from None
+            command = None
             if exc.resumable:
                 import shlex
 
@@ -100,6 +101,10 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             else:
                 msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
                        "a comparison cannot be continued: run the command again with another -o folder to start over")
+            if _OUTPUT["json"]:  # a script reading stdout learns what a person reads on stderr
+                _emit_json({"status": "interrupted", "signal": exc.signal, "run_dir": str(exc.run_dir),
+                            "resume": command if exc.resumable else None, "message": msg.removeprefix("siftcli: "),
+                            "exit_code": exc.exit_code})
             err_console.print(msg, markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:

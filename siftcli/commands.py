@@ -52,7 +52,7 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         run_dir = Path(resume)
         if not run_dir.is_dir():
             raise SiftcliError(f"--resume {resume}: folder not found")
-        ensure_writable(run_dir)
+        ensure_writable(run_dir, "--resume")
         claim(run_dir, "--resume")
     if resume:
         if not (run_dir / "checkpoint.pt").exists():

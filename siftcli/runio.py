@@ -278,9 +278,9 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def ensure_writable(path: Path) -> None:
-    """The folder exists and takes files (checked on rank 0, its verdict on every rank)."""
-    parallel.on_main(lambda: _ensure_writable(Path(path)))
+def ensure_writable(path: Path, flag: str = "--output") -> None:
+    """The folder exists and takes files (checked on rank 0, its verdict on every rank); ``flag`` names the option."""
+    parallel.on_main(lambda: _ensure_writable(Path(path), flag))
 
 
 def _takes_files(folder: Path) -> None:
@@ -290,14 +290,17 @@ def _takes_files(folder: Path) -> None:
     tempfile.TemporaryFile(dir=folder).close()
 
 
-def _ensure_writable(path: Path) -> None:
+def _ensure_writable(path: Path, flag: str = "--output") -> None:
+    if path.is_symlink() and not path.exists():
+        raise SiftcliError(f"{flag} {path}: a link to {os.readlink(path)}, which does not exist (or is a loop of links); "
+                           "give a folder, or a link to one")
     if path.exists() and not path.is_dir():
-        raise SiftcliError(f"--output {path}: exists and is not a folder; choose a folder path")
+        raise SiftcliError(f"{flag} {path}: exists and is not a folder; choose a folder path")
     try:
         path.mkdir(parents=True, exist_ok=True)
         _takes_files(path)
     except OSError as exc:
-        raise SiftcliError(f"--output {path}: folder is not writable ({exc.strerror or exc}); choose a folder you can write to") from None
+        raise SiftcliError(f"{flag} {path}: folder is not writable ({exc.strerror or exc}); choose a folder you can write to") from None
 
 
 def ensure_file_writable(output: str) -> None:

@@ -455,3 +455,35 @@ def test_a_comparison_folder_in_use_never_points_to_a_resume_compare_lacks(tmp_p
     result = runner.invoke(app, ["compare", _recipe(tmp_path, text_csv), "-o", str(tmp_path / "c"), "--quick"])
     _one_line_error(result, "already holds a run (compare.json); choose another folder (a comparison cannot be continued")
     assert "--resume" not in result.output
+
+
+def test_an_interrupted_run_under_json_says_so_on_stdout(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    _interrupt_at(3, monkeypatch)
+    out = runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-o", str(tmp_path / "run"), "--json"])
+    assert out.exit_code == 130
+    doc = json.loads(out.stdout.strip().splitlines()[-1])
+    assert doc["status"] == "interrupted" and doc["run_dir"] == str(tmp_path / "run")
+    assert doc["resume"].startswith("siftcli train ") and f"--resume {tmp_path / 'run'}" in doc["resume"]
+
+
+@pytest.mark.parametrize("target", ["missing", "loop"])
+def test_an_output_that_is_a_dangling_or_looping_link_says_so(tmp_path: Path, text_csv: Path, target: str) -> None:
+    link = tmp_path / "out"
+    link.symlink_to(tmp_path / "nowhere" if target == "missing" else link)
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-o", str(link)]),
+                    f"--output {link}: a link to")
+
+
+def test_a_resume_folder_that_cannot_take_files_names_resume_not_output(tmp_path: Path, text_csv: Path) -> None:
+    from siftcli.errors import SiftcliError
+    from siftcli.runio import ensure_writable
+
+    (tmp_path / "f").write_text("")
+    with pytest.raises(SiftcliError, match=r"^--resume .*/f: exists and is not a folder"):
+        ensure_writable(tmp_path / "f", "--resume")
+
+
+def test_a_label_that_is_not_an_id_says_how_to_map_it(tmp_path: Path) -> None:
+    rows = ["text,label"] + [f"{t},{'True' if y else 'False'}" for t, y in make_text_rows(40)]
+    (tmp_path / "b.csv").write_text("\n".join(rows) + "\n")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, tmp_path / "b.csv")]), "data.label_names")

@@ -409,8 +409,10 @@ def label_id(v: Any, names: list[str] | None, lookup: dict[str, int], which: str
     top = len(names) - 1 if names is not None else None
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or int(v) != v or int(v) < 0 \
             or (top is not None and int(v) > top):
+        hint = (f"; name the classes in order with data.label_names (e.g. [{'false, true' if isinstance(v, bool) else 'neg, pos'}]) "
+                "to map labels that are not ids")
         raise SiftcliError(f"data: label {v!r} in the {which} data is not a class id in "
-                           + (f"0..{top}" if top is not None else "0, 1, ..."))
+                           + (f"0..{top}" if top is not None else "0, 1, ...") + hint)
     return int(v)
 
 
