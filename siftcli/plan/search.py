@@ -417,7 +417,8 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                                   "complete", gap=diff_points(value, low, metric), noise=noise,
                                   fixed_seconds=float(ref.get("seconds") or 0.0),
                                   predicted_ratio=full * fidelity / base_paid if base_paid else None,
-                                  informative=not short, short=min(paid, base_paid or 0.0) < SHORT_JOB_SECONDS))
+                                  informative=not short,
+                                  short=bool(base_paid) and min(paid, base_paid) < SHORT_JOB_SECONDS))
         c.outcome = _outcome(c, record, queued, extra)
 
 

@@ -75,8 +75,9 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     for row in search_rows(record):
         search.add_row(row[0], *row[2:])
     parts: list = [search, Text(screen_note(record), style="dim")]
-    if short_note(record):
-        parts.append(Text(short_note(record), style="yellow"))
+    short = short_note(record)
+    if short:
+        parts.append(Text(short, style="yellow"))
     if record.skipped:
         parts.append(Text("skipped: " + "; ".join(f"{s.family}: {s.why}" for s in record.skipped), style="dim"))
     if record.confirmations:

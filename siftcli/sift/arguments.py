@@ -31,9 +31,6 @@ def check_arguments(dataloader: object, model: object, loss_fn: object, config: 
     """Each of ``SiftingDataLoader``'s first arguments, and the run's length, is of the kind it must be."""
     if not hasattr(dataloader, "__iter__") or isinstance(dataloader, (str, bytes, Mapping)):
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
-    if type(dataloader).__name__ == "SiftingDataLoader":
-        raise TypeError("dataloader is already a SiftingDataLoader: wrapping it again would sift its kept batches a second "
-                        "time; wrap the original DataLoader once (one SiftConfig holds the whole rule)")
     raw_batches(dataloader)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")

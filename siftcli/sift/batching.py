@@ -284,37 +284,34 @@ def split(batch: Any, n: int) -> tuple[Any, Any | None]:
     return head, tail
 
 
-def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
-    """Move every tensor of ``batch`` to ``device``; other leaves are left alone. ``non_blocking`` onto a GPU goes
-    through pinned memory (:func:`pinned`): from pageable memory the driver would copy synchronously."""
+def map_tensors(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    """``batch`` with ``fn`` applied to every tensor, its structure (dataclass, mapping, tuple or list) rebuilt as it
+    was; other leaves are left alone."""
     if isinstance(batch, torch.Tensor):
-        if non_blocking and torch.device(device).type == "cuda":
-            batch = pinned(batch)
-        return batch.to(device, non_blocking=non_blocking)
+        return fn(batch)
     fields = _fields(batch)
     if fields is not None:
-        return _with_fields(batch, {k: to_device(v, device, non_blocking) for k, v in fields.items()})
+        return _with_fields(batch, {k: map_tensors(v, fn) for k, v in fields.items()})
     if isinstance(batch, Mapping):
-        return _rebuild_mapping(batch, {k: to_device(v, device, non_blocking) for k, v in batch.items()})
+        return _rebuild_mapping(batch, {k: map_tensors(v, fn) for k, v in batch.items()})
     if isinstance(batch, (list, tuple)) and _is_structure(batch):
-        return _rebuild(batch, [to_device(v, device, non_blocking) for v in batch])
+        return _rebuild(batch, [map_tensors(v, fn) for v in batch])
     return batch
+
+
+def to_device(batch: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
+    """Move every tensor of ``batch`` to ``device``; other leaves are left alone. ``non_blocking`` onto a GPU goes
+    through pinned memory (:func:`~siftcli.sift.transfer.to_device`): from pageable memory the driver would copy
+    synchronously."""
+    device = torch.device(device)
+    return map_tensors(batch, (lambda t: transfer.to_device(t, device)) if non_blocking else (lambda t: t.to(device)))
 
 
 def pinned(batch: Any) -> Any:
     """``batch`` with every host tensor in pinned (page-locked) memory, so its copy to a GPU runs without blocking the
     host; tensors already pinned or on a device are left as they are. Only where CUDA is available (a CPU build of
     torch has no pinned memory)."""
-    if isinstance(batch, torch.Tensor):
-        return batch.pin_memory() if batch.device.type == "cpu" and not batch.is_pinned() else batch
-    fields = _fields(batch)
-    if fields is not None:
-        return _with_fields(batch, {k: pinned(v) for k, v in fields.items()})
-    if isinstance(batch, Mapping):
-        return _rebuild_mapping(batch, {k: pinned(v) for k, v in batch.items()})
-    if isinstance(batch, (list, tuple)) and _is_structure(batch):
-        return _rebuild(batch, [pinned(v) for v in batch])
-    return batch
+    return map_tensors(batch, lambda t: t.pin_memory() if t.device.type == "cpu" and not t.is_pinned() else t)
 
 
 def saved_form(batch: Any) -> Any:

@@ -9,6 +9,7 @@ the epoch position of the loader's saved state.
 from __future__ import annotations
 
 import itertools
+import numbers
 from collections.abc import Iterator
 from typing import Any
 
@@ -43,10 +44,10 @@ class EpochCursor:
     def set_epoch(self, epoch: int) -> None:
         """A count ahead of the cursor's own, given before a pass (a loader made afresh for a run resumed at a later
         epoch), moves it there; during a pass, or before a resumed one, the cursor keeps its own."""
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**31:
+        if isinstance(epoch, bool) or not isinstance(epoch, numbers.Integral) or not 0 <= epoch < 2**31:
             raise ValueError(f"set_epoch(epoch): expected the epoch number, a whole number from 0, got {epoch!r}")
         if not self.active and not self.resumed and epoch > self.epoch:
-            self.epoch = epoch
+            self.epoch = int(epoch)
 
     def open(self, skip: int, prefilter: Prefilter | None) -> Iterator[Any]:
         """The wrapped loader's iterator for this epoch, ``skip`` raw batches in (a resume: those fetched before the

@@ -10,7 +10,6 @@ full batches the :class:`~siftcli.sift.batching.Outbox` packed from the kept row
 from __future__ import annotations
 
 import math
-import numbers
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -96,6 +95,9 @@ class SiftingDataLoader:
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
                  exact_len: bool = False) -> None:
+        if isinstance(dataloader, SiftingDataLoader):
+            raise TypeError("dataloader is already a SiftingDataLoader: wrapping it again would sift its kept batches a "
+                            "second time; wrap the original DataLoader once (one SiftConfig holds the whole rule)")
         check_arguments(dataloader, model, loss_fn, config, batch_size, epochs)
         check_padding(padding_side, pad_to_multiple_of, pad_values)
         check_inputs(dataloader, config, precision, batch_transform, reference_losses, device, exact_len=exact_len,
@@ -215,7 +217,6 @@ class SiftingDataLoader:
         else:
             object.__setattr__(self, name, value)
 
-
     @property
     def dataset(self) -> Any:
         """The wrapped loader's dataset (scripts read its length)."""
@@ -238,7 +239,7 @@ class SiftingDataLoader:
         """What accelerate's loaders and the HF Trainer are told before an epoch. The loader counts its epochs itself
         and sets its sampler's from that count at every pass; a count ahead of its own, given before a pass (a loader
         made afresh for a run resumed at a later epoch), moves it there, so the sampler's order is the epoch's."""
-        self.cursor.set_epoch(int(epoch) if isinstance(epoch, numbers.Integral) and not isinstance(epoch, bool) else epoch)
+        self.cursor.set_epoch(epoch)
 
     def add_batch_hook(self, hook: BatchHook) -> None:
         """Call ``hook(decision)`` with a :class:`BatchDecision` for every raw batch (logging, plots, accounting)."""

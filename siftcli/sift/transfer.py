@@ -71,7 +71,7 @@ def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     caching host allocator keeps the pinned block until the copy has run). On the host itself, the tensor."""
     if device.type != "cuda" or tensor.device.type == "cuda":
         return tensor.to(device)
-    return tensor.pin_memory().to(device, non_blocking=True)
+    return (tensor if tensor.is_pinned() else tensor.pin_memory()).to(device, non_blocking=True)
 
 
 class Span:
@@ -140,9 +140,6 @@ class Later(Generic[Key]):
     def put(self, key: Key, value: torch.Tensor | Arriving) -> None:
         self.items.append((key, Copy(value) if isinstance(value, torch.Tensor) else value))
 
-    def __len__(self) -> int:
-        return len(self.items)
-
     def keys(self) -> Iterator[Key]:
         return (key for key, _ in self.items)
 
@@ -152,9 +149,6 @@ class Later(Generic[Key]):
         while self.items and (wait or self.items[0][1].ready):
             key, value = self.items.popleft()
             self.store(key, value.sync())
-
-    def clear(self) -> None:
-        self.items.clear()
 
     def state_dict(self) -> list[StateDict]:
         return [{"key": key, "value": value.sync()} for key, value in self.items]

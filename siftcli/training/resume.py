@@ -90,14 +90,19 @@ def same_sources(folder: Path, recipe: Recipe, trust: bool = False) -> None:
                            f"pass {TRUST_FLAG} to resume without checking the data")
     now = source_fingerprints(recipe)
     for key, was in saved.items():
+        was = was if isinstance(was, dict) else {}
         got = now.get(key)
-        if not isinstance(was, dict) or got is None or got.get("sha256") != was.get("sha256"):
-            file = (was or {}).get("path") if isinstance(was, dict) else None
-            what = "is missing" if got is None else f"changed ({was.get('bytes')} bytes then, {got['bytes']} now)" \
-                if isinstance(was, dict) else "cannot be compared"
-            raise SiftcliError(f"--resume {folder}: {key} {file or ''} {what} since this run started; its finished work was "
-                               f"measured on the old file: put it back, start afresh, or pass {TRUST_FLAG} to continue on "
-                               "the file as it is now")
+        if got is not None and got["sha256"] == was.get("sha256"):
+            continue
+        if got is None:
+            what = "is missing"
+        elif "bytes" in was:
+            what = f"changed ({was['bytes']} bytes then, {got['bytes']} now)"
+        else:
+            what = "cannot be compared"
+        raise SiftcliError(f"--resume {folder}: {key} {was.get('path', '')} {what} since this run started; its finished "
+                           f"work was measured on the old file: put it back, start afresh, or pass {TRUST_FLAG} to "
+                           "continue on the file as it is now")
 
 
 # Keys a resumed run may change: they do not touch the schedule, the data order or the saved state.
