@@ -17,7 +17,7 @@ from siftcli.training.loop import train
 from siftcli.training.setup import sift_config
 from siftcli.workload.build import build_workload
 from tests.conftest import tiny_recipe_dict
-from tests.syncs import SyncCounter, on_device
+from tests.syncs import SyncCounter, on_device, pinned
 
 #: The paths of item 1: the baseline, online sifting (memory, fresh, every mode; reducible needs a reference and is
 #: counted in test_reference_scoring_makes_no_sync), and distillation with the teacher cache.
@@ -34,19 +34,23 @@ CASES = {
 
 
 def count_syncs(recipe_dict: dict, teacher_dir: Path | None = None, batches_on_device: bool = False,
-                **train_kwargs) -> tuple[Counter, int, SyncCounter]:
+                as_gpu: bool = False, **train_kwargs) -> tuple[Counter, int, SyncCounter]:
     """(host reads of device values by step, steps run, the counter) for one training run; evaluation and checkpoints
     (where a sync is allowed) are not counted. ``batches_on_device``: the loader's input batches count as sitting on the
-    device (as accelerate's do), so a host read of one counts too."""
+    device (as accelerate's do), so a host read of one counts too. ``as_gpu``: the counter's GPU mode (event waits,
+    pageable copies), the raw batches pinned as the run's ``DataLoader(pin_memory=True)`` pins them on a GPU."""
     recipe = validate_recipe(recipe_dict)
     torch.manual_seed(0)
     workload = build_workload(recipe)
     if batches_on_device:
         collate = workload.collate
         workload.collate = lambda rows: on_device(collate(rows))
+    elif as_gpu:
+        collate = workload.collate
+        workload.collate = lambda rows: pinned(collate(rows))
     cfg = sift_config(recipe, len(workload.train_data)) if recipe.sift.enabled else None
     modules = [workload.model] + ([workload.teacher] if getattr(workload, "teacher", None) is not None else [])
-    counter = SyncCounter(*modules)
+    counter = SyncCounter(*modules, as_gpu=as_gpu)
     evaluate, save = loop.evaluate, checkpoint.save
 
     def paused(fn):
@@ -58,6 +62,8 @@ def count_syncs(recipe_dict: dict, teacher_dir: Path | None = None, batches_on_d
     def on_event(kind: str, data: dict) -> None:
         if kind in ("step", "tick"):
             counter.step = data["step"] + 1  # what follows belongs to the next step
+        elif kind == "epoch":
+            counter.epoch_ends.append(data["step"])
 
     loop.evaluate, checkpoint.save = paused(evaluate), paused(save)
     devices, loader_module.OVERLAP_DEVICES = loader_module.OVERLAP_DEVICES, ("cuda", "cpu")  # the GPU's order
@@ -91,6 +97,60 @@ def test_batches_already_on_the_device_are_packed_without_a_host_read(text_csv: 
     by_step, steps, counter = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=3, **CASES[case])), batches_on_device=True)
     late = sorted({(op, at) for s, op, at in counter.own() if 2 <= s <= steps})
     assert steps > 15 and not late, f"{case}: host reads of device values in steady-state steps: {late}"
+
+
+def gpu_counts(counter: SyncCounter, steps: int) -> dict[str, int]:
+    """Per-path counts in steady-state steps (2 on) under the counter's GPU mode; a stall where an epoch's raw batches
+    run out or a new epoch starts (once an epoch: nothing is queued to wait behind) is counted apart."""
+    inside = lambda events: [e for e in events if 2 <= e[0] <= steps]  # noqa: E731
+    waits = inside(counter.waits)
+    edge = [w for w in waits if w[1].endswith("edge")]
+    waits = [w for w in waits if not w[1].endswith("edge")]
+    loss_waits = Counter(s for s, _, at in waits if at.startswith(("sift/feedback.py", "training/")))
+    return {"syncs": len(inside(counter.own())), "pageable": len(inside(counter.pageable)),
+            "stalls": sum(kind == "stall" for _, kind, _ in waits), "waits": len(waits),
+            "stalls at an epoch's edge": sum(kind.startswith("stall") for _, kind, _ in edge),
+            "loss-copy waits, most in a step": max(loss_waits.values(), default=0),
+            "other waits": sum(1 for _, _, at in waits if not at.startswith(
+                ("sift/feedback.py", "training/", "sift/scoring.py", "sift/inflight.py")))}
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")  # the run asks a DataLoader to pin, as on a GPU
+@pytest.mark.parametrize("case", ["baseline", "memory", "fresh-probabilistic"])
+def test_as_a_gpu_would_run_it_no_pageable_copy_no_stall_one_loss_wait(text_csv: Path, case: str) -> None:
+    """Item 4 of the GPU path, per path: in steady-state steps no stream synchronisation, no host-to-device copy from
+    pageable memory (packed batches are pinned, raw ones by the DataLoader), no wait that leaves the device idle, and at
+    most one wait per step for the previous step's loss copy; sifting adds one bounded wait per raw batch decided (its
+    losses, or its rows' widths where nothing was scored, read while the next raw batch's work is queued). Waits at an
+    epoch's edge are counted apart: at most two an epoch."""
+    _, steps, counter = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=3, **CASES[case])), as_gpu=True)
+    counts = gpu_counts(counter, steps)
+    assert steps > 15 and len(counter.epoch_ends) == 3
+    assert counts["waits"] > 0  # the counter sees the copies it is asked about
+    assert counts == {**counts, "syncs": 0, "pageable": 0, "stalls": 0, "loss-copy waits, most in a step": 1,
+                      "other waits": 0}, counts
+    assert counts["stalls at an epoch's edge"] <= 2 * len(counter.epoch_ends), counts
+    if case == "baseline":
+        assert counts["waits"] <= steps
+
+
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_the_gpu_mode_sees_a_pageable_copy_and_a_stall(text_csv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not blind: packed batches left pageable (the pin before yielding removed) are one pageable copy per packed step,
+    and storing each step's losses at once (no lag) is a stall per step."""
+    from siftcli.sift import batching, feedback
+
+    monkeypatch.setattr(batching, "pinned", lambda batch: batch)
+    record = feedback.Feedback.record
+
+    def at_once(self, losses, epoch):  # noqa: ANN001, ANN202
+        record(self, losses, epoch)
+        self.settle()
+
+    monkeypatch.setattr(feedback.Feedback, "record", at_once)
+    _, steps, counter = count_syncs(steady(tiny_recipe_dict(text_csv, epochs=3, **CASES["fresh-probabilistic"])), as_gpu=True)
+    counts = gpu_counts(counter, steps)
+    assert counts["pageable"] >= steps // 2 and counts["stalls"] >= steps // 2, counts
 
 
 def test_the_counter_sees_a_read_of_a_batch_on_the_device(text_csv: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,8 +188,9 @@ def _trainer_rows(n: int) -> tuple[torch.nn.Module, list[dict], Callable[[list[d
 
 def test_sifting_trainer_packs_batches_on_the_device_without_a_host_read(tmp_path: Path) -> None:
     """``SiftingTrainer``'s raw batches sit where accelerate put them; its steady-state steps make no host read of a
-    device value in siftcli's code (the Trainer's own checks, which the plain Trainer makes too, are left out), and its
-    scoring runs in the Trainer's precision."""
+    device value in siftcli's code (the Trainer's own checks, which the plain Trainer makes too, are left out), no
+    pageable copy and no wait that leaves the device idle, and at most one wait per step for the last step's losses;
+    its scoring runs in the Trainer's precision."""
     from transformers import TrainerCallback, TrainingArguments
 
     from siftcli.integrations.hf import SiftingTrainer
@@ -140,11 +201,14 @@ def test_sifting_trainer_packs_batches_on_the_device_without_a_host_read(tmp_pat
     def collate(batch: list[dict]) -> dict:
         return on_device(padded(batch))
 
-    counter = SyncCounter(model)
+    counter = SyncCounter(model, as_gpu=True)
 
     class Steps(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):  # noqa: ANN001, ANN003, ANN201
             counter.step = state.global_step + 1
+
+        def on_epoch_end(self, args, state, control, **kwargs):  # noqa: ANN001, ANN003, ANN201
+            counter.epoch_ends.append(state.global_step)
 
     args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=3, report_to=[],
                              save_strategy="no", logging_strategy="no", use_cpu=True, disable_tqdm=True)
@@ -158,6 +222,10 @@ def test_sifting_trainer_packs_batches_on_the_device_without_a_host_read(tmp_pat
         loader_module.OVERLAP_DEVICES = devices
     late = sorted({(op, at) for s, op, at in counter.own() if s >= 2})
     assert out.global_step > 15 and not late, late
+    counts = gpu_counts(counter, out.global_step)
+    assert counts["waits"] > 0 and counts == {**counts, "pageable": 0, "stalls": 0, "loss-copy waits, most in a step": 1,
+                                              "other waits": 0}, counts
+    assert counts["stalls at an epoch's edge"] <= 2 * len(counter.epoch_ends), counts
     assert trainer.sifting_loader.precision == "fp32"  # the Trainer's (bf16=True would make it bf16)
 
 

@@ -137,6 +137,8 @@ class _Rows:
     def take(self, t: torch.Tensor) -> torch.Tensor:
         if self.run is not None:
             return t.narrow(0, *self.run)
+        if t.device.type == "cpu":  # a host field: the host index
+            return t.index_select(0, self.index)
         if t.device not in self.on:
             self.on[t.device] = transfer.to_device(self.index, t.device)
         return t.index_select(0, self.on[t.device])

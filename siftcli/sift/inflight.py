@@ -202,9 +202,8 @@ class InFlight:
         for entry in arrival.dropped:
             self._account(entry, None)
         raw, indices, entry = arrival.raw, arrival.indices, arrival.entry
-        widths = None if arrival.widths is None else arrival.widths.sync()
         if entry is not None and entry.mask is not None:  # decided at the sampler; raw holds the kept samples only
-            return self._account(entry, raw, widths=widths)
+            return self._account(entry, raw, widths=self._widths(arrival))
         n = batching.batch_size(raw)
         delayed = self.keeps_all()
         losses, scored = None, 0
@@ -215,7 +214,13 @@ class InFlight:
         scores = None if losses is None else self.scorer.scores(losses, indices)
         due = None if losses is None else self.decisions.due(indices, self.cursor.epoch)
         mask, weights = self.sifter.decide_weighted(scores, n, due)
-        self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored, widths)
+        self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored, self._widths(arrival))
+
+    @staticmethod
+    def _widths(arrival: Arrival) -> torch.Tensor | None:
+        """The raw batch's row widths on the host. Read after its losses: their copy was queued later on the same
+        stream, so once they are in, the widths are too and reading them waits for nothing more."""
+        return None if arrival.widths is None else arrival.widths.sync()
 
     def _account(self, entry: Entry, raw: Any, delayed: bool = False, scored: int = 0,
                  widths: torch.Tensor | None = None) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from siftcli.sift import batching, saved
+from siftcli.sift import batching, saved, transfer
 from siftcli.sift.accumulation import EpochEnd, gradient_state
 from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
 from siftcli.sift.cursor import EpochCursor
@@ -394,7 +394,7 @@ class SiftingDataLoader:
             if self.meta_in_batch and isinstance(batch, Mapping):
                 batch = {**batch, META_WEIGHT: weights, **({META_INDEX: meta["index"]} if "index" in meta else {})}
             self.stats.count_batch(self.epoch)
-            if self.device.type == "cuda" and not self.yield_on_device:  # packed rows are fresh pageable tensors: the
+            if transfer.pins(self.device) and not self.yield_on_device:  # packed rows are fresh pageable tensors: the
                 batch = batching.pinned(batch)  # loop's non_blocking copy to the GPU would block without pinning
             out = batching.to_device(batch, self.device, non_blocking=True) if self.yield_on_device else batch
             if self._ends is not None:  # the epoch's last: the promised count reached (or, without it, the final flush's last)

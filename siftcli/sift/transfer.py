@@ -28,6 +28,16 @@ from siftcli.sift.stateful import StateDict
 
 Key = TypeVar("Key")
 
+#: Device types whose host-to-device copies go through pinned (page-locked) host memory: from pageable memory a
+#: non-blocking copy to a GPU is made synchronous by the driver. One place says which; ``tests/syncs.py`` adds ``cpu``
+#: to count, on a machine without a GPU, the copies a GPU run would make.
+PINNED_DEVICES: tuple[str, ...] = ("cuda",)
+
+
+def pins(device: torch.device) -> bool:
+    """Whether host tensors bound for ``device`` are pinned first (see :data:`PINNED_DEVICES`)."""
+    return device.type in PINNED_DEVICES
+
 
 class Arriving(Protocol):
     """A value on its way from the device: ``ready`` never waits, ``sync`` waits for it alone."""
@@ -69,7 +79,7 @@ class Copy:
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A host tensor on ``device`` without making the host wait: through pinned memory, copied without blocking (the
     caching host allocator keeps the pinned block until the copy has run). On the host itself, the tensor."""
-    if device.type != "cuda" or tensor.device.type == "cuda":
+    if not pins(device) or tensor.device.type != "cpu":
         return tensor.to(device)
     return (tensor if tensor.is_pinned() else tensor.pin_memory()).to(device, non_blocking=True)
 

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader, Sampler
 from siftcli import parallel
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import atomic_write
+from siftcli.sift import transfer
 from siftcli.sift.loader import SiftingDataLoader
 from siftcli.sift.precision import scoring_precision
 from siftcli.sift.sifter import SiftConfig
@@ -110,7 +111,7 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
         data = AugmentedDataset(workload.train_data, workload.augment)
     raw = DataLoader(
         data, batch_size=recipe.batch_size, sampler=sampler,
-        collate_fn=workload.collate, num_workers=recipe.num_workers, pin_memory=device.type == "cuda",
+        collate_fn=workload.collate, num_workers=recipe.num_workers, pin_memory=transfer.pins(device),
         # its own generator: creating an iterator must not draw from the global RNG, or a
         # resumed run's dropout masks would differ from an uninterrupted run's
         generator=torch.Generator().manual_seed(recipe.seed),
