@@ -47,7 +47,7 @@ def _worker(rank: int, world: int, init_file: str, out_dir: str, uneven: bool) -
             cfg = SiftConfig(loss_history_length=64, seed=0, **changes)
             reference = torch.rand(n) if cfg.score == "reducible" else None
             loader = SiftingDataLoader(DataLoader(TensorDataset(x, y), batch_size=8), model, _skewed_loss, cfg,
-                                       reference_losses=reference, epochs=2)
+                                       reference_losses=reference, epochs=2, exact_len=False)  # the surplus is dropped, counted
             counts = []
             try:
                 for _ in range(2):

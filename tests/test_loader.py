@@ -63,7 +63,7 @@ def test_dict_batches_padded_to_different_lengths_are_repadded() -> None:
             return {"logits": self.emb(input_ids)}
 
     loader = SiftingDataLoader(raw, Model(), hf_loss, SiftConfig(beta=1.0, loss_history_length=8),
-                               batch_size=4, pad_values={"input_ids": 0})
+                               batch_size=4, pad_values={"input_ids": 0}, exact_len=False)
     out = list(loader)
     total = sum(b["labels"].shape[0] for b in out)
     assert total == loader.stats.kept_samples
@@ -80,7 +80,7 @@ def test_list_batches_and_mse() -> None:
     x = torch.randn(40, 3)
     y = torch.randn(40, 1)
     raw = [[x[i:i + 10], y[i:i + 10]] for i in range(0, 40, 10)]
-    loader = SiftingDataLoader(raw, torch.nn.Linear(3, 1), mse_loss, SiftConfig(beta=0.5), batch_size=10)
+    loader = SiftingDataLoader(raw, torch.nn.Linear(3, 1), mse_loss, SiftConfig(beta=0.5), batch_size=10, exact_len=False)
     out = list(loader)
     assert all(isinstance(b, list) for b in out)
     assert sum(b[0].shape[0] for b in out) == loader.stats.kept_samples
@@ -197,7 +197,7 @@ def test_nan_losses_never_crash() -> None:
 def test_memory_mode_scores_only_unknown_or_stale_samples_and_record_feeds_it() -> None:
     def make(max_age: int | None) -> SiftingDataLoader:
         return SiftingDataLoader(_tuple_loader(n=96, batch=8), torch.nn.Linear(4, 2), cross_entropy_loss,
-                                 SiftConfig(beta=1.0, scoring="memory", memory_max_age=max_age, seed=0))
+                                 SiftConfig(beta=1.0, scoring="memory", memory_max_age=max_age, seed=0), exact_len=False)
 
     forever = make(None)
     list(forever)
@@ -227,7 +227,7 @@ def test_memory_mode_scores_only_unknown_or_stale_samples_and_record_feeds_it() 
         fed.record(torch.zeros(3))
     with pytest.raises(ValueError, match="scoring='memory' needs sample indices"):
         SiftingDataLoader([(torch.zeros(2, 4), torch.zeros(2).long())], torch.nn.Linear(4, 2), cross_entropy_loss,
-                          SiftConfig(scoring="memory"), batch_size=2)
+                          SiftConfig(scoring="memory"), batch_size=2, exact_len=False)
 
 
 class _Counted(torch.utils.data.Dataset):
@@ -277,7 +277,7 @@ def test_infobatch_weights_line_up_with_the_yielded_samples_and_reach_the_loss()
 def test_memory_decisions_are_made_at_the_sampler_so_dropped_samples_are_never_fetched() -> None:
     data = _Counted(96)
     loader = SiftingDataLoader(DataLoader(data, batch_size=8), torch.nn.Linear(2, 2), _value_loss,
-                               SiftConfig(beta=2.0, scoring="memory", memory_max_age=None, sift_delay=12, seed=0))
+                               SiftConfig(beta=2.0, scoring="memory", memory_max_age=None, sift_delay=12, seed=0), exact_len=False)
     for batch in loader:  # epoch 1: the delay; the training losses are recorded (free) and fill the history
         loader.record(batch[0][:, 0])
     loader.feedback.settle()  # the last batch's losses arrive a batch later
@@ -325,9 +325,9 @@ def test_resume_with_decisions_at_the_sampler_reproduces_an_uninterrupted_run(st
 
 def test_anneal_needs_the_run_length_and_keeps_everything_at_the_end() -> None:
     with pytest.raises(ValueError, match="anneal_fraction needs epochs"):
-        SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(anneal_fraction=0.25))
+        SiftingDataLoader(_tuple_loader(), torch.nn.Linear(4, 2), cross_entropy_loss, SiftConfig(anneal_fraction=0.25), exact_len=False)
     loader = SiftingDataLoader(_tuple_loader(n=96, batch=8), torch.nn.Linear(4, 2), cross_entropy_loss,
-                               SiftConfig(beta=3.0, anneal_fraction=0.25, seed=0), epochs=4)
+                               SiftConfig(beta=3.0, anneal_fraction=0.25, seed=0), epochs=4, exact_len=False)
     lengths = [len(loader)]
     for _ in range(4):
         list(loader)
@@ -358,7 +358,7 @@ def test_refresh_by_training_never_scores_and_trains_every_sample_within_the_age
     loader = SiftingDataLoader(DataLoader(data, batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(1)),
                                torch.nn.Linear(2, 2), _value_loss,
                                SiftConfig(mode="calibrated", keep_fraction=0.25, beta=2.0, scoring="memory", memory_max_age=2,
-                                          memory_refresh="train", seed=0))
+                                          memory_refresh="train", seed=0), exact_len=False)
     last_trained = torch.full((96,), -1)
     for epoch in range(7):
         data.fetched.clear()
@@ -657,3 +657,36 @@ class Pair:
 
     inputs: torch.Tensor
     labels: torch.Tensor
+
+
+def test_the_default_exact_length_is_what_each_epoch_yields_and_resumes_where_only_carried_rows_went_out() -> None:
+    """The default (``exact_len``) without ``epochs``: ``len()`` asked before each epoch (a loop sizing its progress bar
+    or schedule) is what that epoch yields (its promise was once recomputed as if mid-epoch: 13 said, 14 yielded); a
+    state saved after an epoch's first batches, all carried over from the last epoch (no raw batch offered yet),
+    continues that epoch (it once started a new one: 13 batches where 8 were left)."""
+
+    def make() -> SiftingDataLoader:
+        model = torch.nn.Linear(4, 2)
+        model.load_state_dict({"weight": torch.eye(2, 4), "bias": torch.zeros(2)})
+        return SiftingDataLoader(_tuple_loader(n=200), model, cross_entropy_loss,
+                                 SiftConfig(beta=1.0, loss_history_length=40, sift_delay=3, seed=11), batch_size=3)
+
+    full, said, yielded, reference = make(), [], [], []
+    for _ in range(3):
+        said.append(len(full))
+        batches = [b[0].clone() for b in full]
+        yielded.append(len(batches))
+        reference.append(batches)
+    assert said == yielded and said[0] > said[1]  # the delay's whole batches in the first epoch only
+
+    first = make()
+    list(first)
+    it = iter(first)
+    head = [next(it)[0].clone() for _ in range(5)]
+    state = first.state_dict()
+    assert state["cursor"]["offered"] == 0  # the five came from rows the first epoch carried over
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = [b[0].clone() for b in resumed]
+    assert len(head) + len(rest) == yielded[1]
+    assert all(torch.equal(a, b) for a, b in zip(head + rest, reference[1]))

@@ -377,3 +377,102 @@ def test_under_torchrun_each_rank_reads_its_shard_and_the_schedule_ends_where_pl
                 assert r["epochs"] == 3 and r["b_sz"] == 8
                 assert r.get("state_rank", r["rank"]) == r["rank"]
     assert runs["sifted"][0]["steps"] < runs["plain"][0]["steps"]
+
+
+def lightning_run(sifted: bool, **limits: object) -> dict:
+    """A Lightning module (the mixin, ``sifting_dataloader`` in its ``train_dataloader``, a linear schedule planned from
+    ``estimated_stepping_batches``) under the Trainer's step limits; steps per epoch, validations, the last LR."""
+    import logging
+    import warnings
+
+    import lightning.pytorch as L
+
+    from siftcli.integrations.lightning import SiftedTrainingStep, sifting_dataloader
+
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+
+    def loss(model: torch.nn.Module, batch: tuple) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(model(batch[0]), batch[1], reduction="none")
+
+    class Module(SiftedTrainingStep, L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net, self.per_epoch, self.validations = _model(), {}, 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.net(x)
+
+        def training_step(self, batch: tuple, batch_idx: int) -> torch.Tensor:
+            self.per_epoch[self.current_epoch] = self.per_epoch.get(self.current_epoch, 0) + 1
+            return super().training_step(batch, batch_idx) if sifted else loss(self, batch).mean()
+
+        def validation_step(self, batch: tuple, batch_idx: int) -> None:
+            pass
+
+        def on_validation_epoch_end(self) -> None:
+            self.validations += 1
+
+        def train_dataloader(self) -> object:
+            base = DataLoader(_rows(96), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+            return sifting_dataloader(self, base, SiftConfig(beta=1.0, sift_delay=0, seed=0), loss) if sifted else base
+
+        def val_dataloader(self) -> DataLoader:
+            return DataLoader(_rows(16), batch_size=8)
+
+        def configure_optimizers(self) -> dict:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            total = self.trainer.estimated_stepping_batches
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LinearLR(opt, 1.0, 0.0, total),
+                                                       "interval": "step"}}
+
+    module = Module()
+    trainer = L.Trainer(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                        num_sanity_val_steps=0, accelerator="cpu", **limits)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.fit(module)
+    return {"steps": trainer.global_step, "planned": trainer.estimated_stepping_batches, "per_epoch": module.per_epoch,
+            "validations": module.validations, "lr": trainer.optimizers[0].param_groups[0]["lr"]}
+
+
+@pytest.mark.parametrize("limits", [{"max_epochs": 3, "limit_train_batches": 5}, {"max_epochs": 3, "limit_train_batches": 0.5},
+                                    {"max_steps": 20}, {"max_steps": 20, "limit_train_batches": 4}],
+                         ids=["limit-5", "limit-half", "max-steps", "max-steps-limit-4"])
+def test_lightning_step_limits_train_the_planned_steps_with_every_validation(limits: dict) -> None:
+    """``limit_train_batches`` stops each epoch at Lightning's count: the sifted epoch ends there (it was once taken for
+    a peek and the next epoch continued it: 11 of 15 steps, 2 of 3 validations, the LR never reached 0); ``max_steps``
+    without ``max_epochs`` runs whole sifted epochs to the step limit."""
+    pytest.importorskip("lightning")
+    plain, sifted = lightning_run(False, **limits), lightning_run(True, **limits)
+    assert sifted["steps"] == sifted["planned"] and plain["steps"] == plain["planned"]
+    assert sifted["lr"] == plain["lr"] == 0  # the schedule decayed to its end
+    assert sifted["validations"] >= plain["validations"]  # every validation the plain run makes (a sifted epoch is shorter)
+    if "limit_train_batches" in limits and isinstance(limits["limit_train_batches"], int):
+        assert sifted == {**plain, "planned": sifted["planned"]}  # the same epochs of the same count
+    lengths = list(sifted["per_epoch"].values())
+    assert len(set(lengths[:-1])) == 1  # every epoch but the step limit's last the same length
+
+
+@pytest.mark.parametrize("scoring", ["fresh", "memory"])
+def test_the_first_example_trains_the_steps_it_planned_from_len(scoring: str) -> None:
+    """docs/library.md's first example as written (the default loader, ``epochs=``, a linear schedule planned from
+    ``len()`` before the first epoch): every planned step runs and the LR ends at 0. With ``exact_len=False`` the same
+    loop once ran 22 of 24 steps (timm's ``train_one_epoch`` and a PEFT loop likewise)."""
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    base = DataLoader(_rows(96), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
+    sifted = SiftingDataLoader(base, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=4, scoring=scoring), epochs=3)
+    planned = 3 * len(sifted)
+    scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.0, planned)
+    steps, per_epoch = 0, []
+    for _ in range(3):
+        n = 0
+        for x, y in sifted:
+            losses = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+            sifted.training_loss(losses).backward()
+            optimizer.step(); scheduler.step(); optimizer.zero_grad()  # noqa: E702
+            n += 1
+        per_epoch.append(n)
+        steps += n
+    assert steps == planned and per_epoch == [len(sifted)] * 3 and planned < 3 * len(base)
+    assert scheduler.get_last_lr()[0] == 0

@@ -41,6 +41,8 @@ def sifting_dataloader(module: Any, dataloader: BatchSource, config: SiftConfig,
     Lightning plans validation from the ``len()`` it reads when fit starts (an epoch validates when its batch index
     reaches it, whatever ``val_check_interval`` says), so the loader yields exactly ``len()`` batches every epoch
     (``exact_len``, on unless ``exact_len=False`` is passed): the run's expected batches per epoch, every raw row offered.
+    With ``limit_train_batches`` Lightning stops each epoch early; the sifted epoch ends there too (the next epoch is a
+    new pass, as over a plain loader), so the planned steps, the schedule and every validation are the plain run's.
     """
     trainer = getattr(module, "_trainer", None) or getattr(module, "trainer", None)
     model = module
@@ -54,6 +56,10 @@ def sifting_dataloader(module: Any, dataloader: BatchSource, config: SiftConfig,
     if "epochs" not in kwargs and (getattr(trainer, "max_epochs", None) or 0) > 0:
         kwargs["epochs"] = trainer.max_epochs
     loader = SiftingDataLoader(sharded(dataloader, trainer), model, loss_fn, config, **kwargs)
+    if trainer is not None and hasattr(trainer, "num_training_batches"):
+        # limit_train_batches stops each epoch at Lightning's own count (min(len, limit), or a fraction of len):
+        # there the epoch ends, and the next starts a new pass, as over a plain loader
+        loader.pass_limit = lambda: float(trainer.num_training_batches)
     model.sifted = loader
     return loader
 

@@ -99,6 +99,7 @@ class EpochCursor:
         as the next begins), so its order comes back."""
         start = self.start_state if self.active or not stateful(self.dataloader) else self.dataloader.state_dict()
         return {"epoch": self.epoch, "offered": self.offered, "wrapped_epoch_start": start,
+                "under_way": self.active,  # also an epoch that has yielded only rows carried from the last (none offered)
                 "order": self.order if self.active else None,  # what the epoch under way drew its order from
                 "generators": [g.get_state() for g in order_generators(self.dataloader)]}  # and where they stand now
 
@@ -112,8 +113,9 @@ class EpochCursor:
             _put_back(order_generators(self.dataloader), state["generators"])
         if self.start_state is not None and stateful(self.dataloader):
             self.dataloader.load_state_dict(self.start_state)
-        self.resumed = self.offered > 0 and not epoch_done
-        self.active = self.offered > 0  # an epoch saved after its promised batches ends at the next pass
+        under_way = bool(state.get("under_way", self.offered > 0))
+        self.resumed = under_way and not epoch_done
+        self.active = under_way  # an epoch saved after its promised batches ends at the next pass
         self.source, self.handed = None, None
 
 

@@ -74,7 +74,9 @@ class SiftingDataLoader:
         exact_len: yield exactly ``len()`` batches every epoch (:mod:`.quota`), for trainers that plan their
             schedule and validation from ``len()``: with ``epochs``, one count for the run (the average; the delay's
             surplus spreads over later epochs), else each epoch's own; kept rows beyond it carry into the next epoch,
-            and an epoch whose draw fell behind keeps a few extra rows at its tail. The integrations turn it on.
+            and an epoch whose draw fell behind keeps a few extra rows at its tail. On by default: a loop that plans its
+            schedule from ``len()`` (timm's ``train_one_epoch``, a PEFT loop, accelerate's examples) otherwise stops
+            its LR short of its end. ``False``: each epoch yields what it kept, its length known only after it.
 
     In a loop of your own, turn the training forward's per-sample losses into the loss to backpropagate
     with ``loss = sifted.training_loss(per_sample_losses)``: it records them by sample (free scores for
@@ -94,7 +96,7 @@ class SiftingDataLoader:
                  batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
-                 exact_len: bool = False) -> None:
+                 exact_len: bool = True) -> None:
         if isinstance(dataloader, SiftingDataLoader):
             raise TypeError("dataloader is already a SiftingDataLoader: wrapping it again would sift its kept batches a "
                             "second time; wrap the original DataLoader once (one SiftConfig holds the whole rule)")
@@ -137,6 +139,10 @@ class SiftingDataLoader:
                                  self.kept_sets, self.cursor, depth=int(self.device.type in OVERLAP_DEVICES),
                                  batch_transform=batch_transform, needs_indices=self._needs_indices)
         self._ends: EpochEnd | None = None  # accelerate's GradientState, told where a sifted epoch ends
+        #: the trainer's own batches per epoch where it stops an epoch before ``len()`` (Lightning's
+        #: ``limit_train_batches``, set by :func:`~siftcli.integrations.lightning.sifting_dataloader`): a pass left after
+        #: that many batches ends its epoch, as the trainer's next epoch starts a new pass over a plain loader
+        self.pass_limit: Callable[[], float] | None = None
         self.end_of_dataloader, self.remainder = False, -1  # what accelerate reads off its active loader
         self._wrapped_attributes = True  # from here on, attributes of the wrapped loader are read and set through it
 
@@ -175,14 +181,14 @@ class SiftingDataLoader:
         """
         raw_batches, fraction, quota = len(self.dataloader), self.config.target_keep_fraction, self.quota
         run_known = bool(self.sifter.total_steps)  # exact_len: one promise for the run; else one per epoch
-        active = self.cursor.active
+        active = self.cursor.active or self.cursor.resumed  # a pass under way, or one a saved state continues
         if quota.promise is not None and (run_known or (active and not quota.done)):
             return quota.promise
         if quota.enabled and run_known:
             whole = self.sifter.kept_whole_run(raw_batches)
-        else:
-            mid_epoch = (active and not quota.done) if quota.enabled else (active or self.cursor.resumed)
-            whole = self.sifter.kept_whole(raw_batches, mid_epoch=mid_epoch)
+        else:  # with a promise per epoch, reaching here means the next epoch's (or the one starting: its promise is
+            # set before its first raw batch, so it is counted as a next epoch, from where the schedule stands)
+            whole = self.sifter.kept_whole(raw_batches, mid_epoch=active and not quota.enabled)
         expected = expected_batches(self._epoch_rows(), self.batch_size, whole, fraction, self.drop_last)
         if quota.enabled:
             quota.promise = expected
@@ -279,7 +285,7 @@ class SiftingDataLoader:
         ``next(iter(loader))``, or a loop that broke early) is continued, not counted as an epoch; one left after them
         (the HF Trainer stops at ``len()``) ends its epoch here."""
         cursor, outbox = self.cursor, self.outbox
-        continuing = cursor.left_early and cursor.source is not None and self.quota.yielded < len(self)
+        continuing = cursor.left_early and cursor.source is not None and self.quota.yielded < self._pass_batches()
         if cursor.left_early and not continuing:
             self._close_epoch()
         cursor.active = True
@@ -295,6 +301,12 @@ class SiftingDataLoader:
             outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
         self._close_epoch()
+
+    def _pass_batches(self) -> float:
+        """Batches that make a whole epoch's pass: ``len()``, or fewer where the trainer stops each epoch at its own
+        limit (:attr:`pass_limit`, Lightning's ``limit_train_batches``): a pass left there ends its epoch."""
+        limit = self.pass_limit() if self.pass_limit is not None else math.inf
+        return min(len(self), limit)
 
     def _fetch(self, source: Iterator[Any]) -> Iterator[Any]:
         """The wrapped loader's raw batches, the wait for each counted as data time."""

@@ -122,7 +122,7 @@ def build_train_loader(workload: Workload, recipe: Recipe, sift: SiftConfig | No
         precision=scoring_precision(recipe.sift.precision, device, recipe.precision), pad_values=workload.pad_values,
         padding_side=workload.padding_side, pad_to_multiple_of=recipe.pad_multiple,
         reference_losses=reference_losses if config.uses_reference else None,
-        epochs=recipe.epochs,
+        epochs=recipe.epochs, exact_len=False,  # the loop plans from its raw budget, not len(): each epoch yields what it kept
     )
 
 

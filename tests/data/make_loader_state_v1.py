@@ -21,7 +21,8 @@ def make(overlap: bool) -> SiftingDataLoader:
     model = torch.nn.Linear(4, 2)
     model.load_state_dict({"weight": torch.eye(2, 4), "bias": torch.zeros(2)})
     config = SiftConfig(beta=1.0, loss_history_length=24, sift_delay=2, seed=4, scoring="fresh" if overlap else "memory")
-    return SiftingDataLoader(DataLoader(TensorDataset(x, y), batch_size=8), model, cross_entropy_loss, config, batch_size=5)
+    return SiftingDataLoader(DataLoader(TensorDataset(x, y), batch_size=8), model, cross_entropy_loss, config, batch_size=5,
+                             exact_len=False)  # the default when this state was saved
 
 
 def main(path: str) -> None:
