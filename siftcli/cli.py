@@ -449,6 +449,9 @@ def filter_(
     stream: Annotated[bool, typer.Option("--stream", help="Read the training source as a stream, twice (a hub dataset "
                                                           "is never downloaded whole); needs data.eval_source or "
                                                           "eval_split.")] = False,
+    report: Annotated[str | None, typer.Option("--report", help="Also write why each row was kept or removed, one row "
+                                                                "per input row (.parquet or .jsonl), with a summary "
+                                                                "and a histogram PNG beside it.")] = None,
     set_: SetOpt = None,
     json_: JsonOpt = False,
 ) -> None:
@@ -473,7 +476,7 @@ def filter_(
     where = Engine(kind=engine, workers=workers if workers is not None else (os.cpu_count() or 1), scheduler=scheduler)
     if dedup and similarity is None:
         similarity = DEFAULT_SIMILARITY
-    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream)
+    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream, report=report)
     if json_:
         _emit_json(dataclasses.asdict(result))
         return
@@ -491,6 +494,11 @@ def filter_(
     line += f"; {result.seconds:.1f} s ({steps}) on {result.engine}" + \
         (f" x{result.workers}" if result.engine != "in-memory" else "")
     console.print(line)
+    if result.summary is not None:
+        from siftcli.report.tables import filter_summary_lines
+
+        for text in filter_summary_lines(result.summary):
+            console.print(text, markup=False, highlight=False)
 
 
 @app.command()

@@ -101,14 +101,16 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
 
 
 def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None, *,
-               engine: Engine | None = None, stream: bool = False) -> CurateResult:
+               engine: Engine | None = None, stream: bool = False, report: str | None = None) -> CurateResult:
     """Filter once, before training, and write the kept training rows with the data's own columns to ``output``
     (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
     (Jaccard similarity of token bigrams at least this; :mod:`siftcli.curate.dedup`); ``keep``: then keep this fraction
     with the lowest reference loss (``sift.reference``). Text pools ranked by a counted reference (``ngram``,
     ``naive-bayes``) or only deduplicated stream through :mod:`siftcli.curate.pipeline` on ``engine`` (default: every
     core); the rest are built in memory as training builds them. ``stream``: read the training source as a stream
-    (:mod:`siftcli.curate.stream`: a hub dataset never downloaded whole). Returns what was kept and its cost."""
+    (:mod:`siftcli.curate.stream`: a hub dataset never downloaded whole). ``report``: a ``.parquet`` or ``.jsonl`` file
+    with every pool row's decision and why (:mod:`siftcli.curate.report`), its summary in the result. Returns what was
+    kept and its cost."""
     if keep is None and dedup is None:
         raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
     if keep is not None and not 0 < keep <= 1:
@@ -127,6 +129,15 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         if source and Path(source).exists() and Path(source).resolve() == path.resolve():
             raise SiftcliError(f"-o {output}: is the recipe's {key}; writing the kept rows there would destroy the data "
                                "they come from: name a new file")
+    report_path = None
+    if report is not None:
+        from siftcli.curate.report import check_report_path
+
+        report_path = check_report_path(report, {"output (-o)": output, **{f"recipe's {k}": v for k, v in inputs.items()}})
+        why = "--stream reads the source as a stream" if stream else streamable(recipe, keep)
+        if why is not None:
+            raise SiftcliError(f"--report: {why}; the report is written for text pools ranked by ngram or naive-bayes (or "
+                               "only deduplicated) read as a table: drop --report, or --stream, to filter this one")
     engine = engine or Engine(workers=os.cpu_count() or 1)
     if stream:
         from siftcli.curate.stream import filter_stream
@@ -137,7 +148,7 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
                                "read their source as a stream")
         return filter_stream(recipe, keep, dedup, path, engine)
     if streamable(recipe, keep) is None:
-        return filter_pool(recipe, keep, dedup, path, engine, write_table)
+        return filter_pool(recipe, keep, dedup, path, engine, write_table, report=report_path)
     return _filter_in_memory(recipe, keep, dedup, path)
 
 

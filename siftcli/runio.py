@@ -303,15 +303,16 @@ def _ensure_writable(path: Path, flag: str = "--output") -> None:
         raise SiftcliError(f"{flag} {path}: folder is not writable ({exc.strerror or exc}); choose a folder you can write to") from None
 
 
-def ensure_file_writable(output: str) -> None:
-    """The folder a file ``-o OUTPUT`` goes into takes files: it, or the nearest folder above it that exists (the missing
-    ones are made when the file is written), checked before the work that produces the file, not after."""
+def ensure_file_writable(output: str, flag: str = "-o") -> None:
+    """The folder a file ``-o OUTPUT`` (or another ``flag``'s) goes into takes files: it, or the nearest folder above it
+    that exists (the missing ones are made when the file is written), checked before the work that produces the file,
+    not after."""
     folder = Path(output).parent.absolute()
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not existing.is_dir():
-        raise SiftcliError(f"-o {output}: {existing} is a file, not a folder")
+        raise SiftcliError(f"{flag} {output}: {existing} is a file, not a folder")
     try:
         _takes_files(existing)
     except OSError as exc:
-        raise SiftcliError(f"-o {output}: cannot write into {existing} ({exc.strerror or exc}); choose a writable "
+        raise SiftcliError(f"{flag} {output}: cannot write into {existing} ({exc.strerror or exc}); choose a writable "
                            "folder") from None

@@ -155,6 +155,7 @@ def siftcli_run(folder: Path, work: Path, args: list[str], label: str, python: l
     recipe = _recipe(folder, work, split_eval)
     out = work / f"{folder.name}-{label}.csv"
     with tempfile.TemporaryDirectory() as cache:
+        args = [a.replace("{report}", str(out.with_suffix(".report.parquet"))) for a in args]
         cmd = [*(python or [sys.executable, "-m", "siftcli"]), "filter", str(recipe), "-o", str(out), "--json", *args]
         got = measure(cmd, _env(Path(cache)), cwd)
     doc = json.loads(got.text.strip().splitlines()[-1]) if got.code == 0 and got.text.strip() else {}
@@ -228,7 +229,8 @@ RUNS = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
         "siftcli x2": ["--dedup", "--keep", "0.5", "--workers", "2"],
         "siftcli dask x2": ["--dedup", "--keep", "0.5", "--engine", "dask", "--workers", "2"],
         "siftcli dedup x2": ["--dedup", "--workers", "2"],
-        "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"]}
+        "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"],
+        "siftcli report x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--report", "{report}"]}
 
 
 def _key(shape: str, n: int) -> str:

@@ -365,21 +365,30 @@ def _gather(sets: Sets, at: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 
 
 def clusters(pairs: np.ndarray, n: int, bigrams: Callable[[np.ndarray], Sets], threshold: float,
-             counts: SearchCounts | None = None) -> np.ndarray:
+             counts: SearchCounts | None = None, similarity: np.ndarray | None = None) -> np.ndarray:
     """Each row's cluster representative (the lowest row of its cluster): the connected components (scipy's
     ``connected_components``) of the candidate ``pairs`` whose exact Jaccard similarity of bigrams, from
-    ``bigrams(rows)`` (the sets of the rows asked for), reaches ``threshold``."""
+    ``bigrams(rows)`` (the sets of the rows asked for), reaches ``threshold``. ``similarity`` (``float32[n]``, filled
+    in place where given): each row's exact similarity to its representative (NaN for a representative), what a report
+    shows beside it; a row joined through others may sit below the threshold, and then says so."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
-    edges = pairs[similarities(bigrams(distinct(pairs.ravel())), pairs) >= threshold] if len(pairs) else pairs
+    sets = bigrams(distinct(pairs.ravel())) if len(pairs) else None
+    edges = pairs[similarities(sets, pairs) >= threshold] if len(pairs) else pairs
     if counts is not None:
         counts.near_copies = len(edges)
     graph = coo_matrix((np.ones(len(edges)), (edges[:, 0], edges[:, 1])), shape=(n, n))
     _, label = connected_components(graph, directed=False)
     lowest_of = np.full(label.max() + 1 if n else 0, n, dtype=np.int64)
     np.minimum.at(lowest_of, label, np.arange(n))
-    return lowest_of[label]
+    parent = lowest_of[label]
+    if similarity is not None:
+        similarity[:] = np.nan
+        copies = np.flatnonzero(parent != np.arange(n))
+        if len(copies):  # every row of a cluster of two or more is in some pair: its set is in ``sets``
+            similarity[copies] = similarities(sets, np.stack([copies, parent[copies]], axis=1))
+    return parent
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

@@ -35,6 +35,7 @@ from siftcli.curate import dedup as dd
 from siftcli.curate.chunks import Context, Scan, chunk_bigrams, scan_chunk, score_chunk
 from siftcli.curate.engines import Engine
 from siftcli.curate.ngram import BUCKETS, Fitted, LabelFit, Relevance
+from siftcli.curate.report import Fates, FilterSummary, plot_histogram, summarize, write_report
 from siftcli.curate.tokens import backend, distinct, from_texts, markers, strip_markers
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe, empty_holdout
@@ -65,6 +66,7 @@ class CurateResult:
     source: str = "table"  # "stream": read as a stream (--stream), twice, never held whole
     phases: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    summary: FilterSummary | None = None  # with --report: why rows went, the scores against the cut, the clusters
 
 
 def _column(train: Any, batch: Any, column: str, lo: int, hi: int) -> list:
@@ -112,6 +114,7 @@ class Curated:
     pool: int
     dedup_kept: int | None = None
     search: dd.SearchCounts | None = None
+    fates: Fates | None = None  # every pool row's decision, where a report was asked for
 
 
 @dataclass
@@ -127,9 +130,10 @@ class Chunks:
 
 
 def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *, keep: float | None,
-           similarity: float | None, engine: Engine, on_phase: Any = None) -> Curated:
+           similarity: float | None, engine: Engine, on_phase: Any = None, report: bool = False) -> Curated:
     """The rows to keep of the pool and what choosing them took. ``holdout``: the holdout's rows (a
-    ``datasets.Dataset``) when the recipe's reference ranks by one."""
+    ``datasets.Dataset``) when the recipe's reference ranks by one; ``report``: also every pool row's decision
+    (:class:`~siftcli.curate.report.Fates`: its near-copy representative and their similarity, its score, the cut)."""
     jobs, count, rows_hint, column = pool.jobs, pool.count, pool.rows_hint, pool.column
     phases: dict[str, float] = {}
     kind = recipe.sift.reference.kind if keep is not None else None
@@ -180,8 +184,11 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
                 todo = [j for j in per_chunk if len(j[2])]
                 return dd.Sets.join(list(engine.map(chunk_bigrams, todo, len(todo))))
 
-            parent = dd.clusters(pairs, n, bigrams, similarity, out.search)
+            near = np.full(n, np.nan, dtype=np.float32) if report else None
+            parent = dd.clusters(pairs, n, bigrams, similarity, out.search, similarity=near)
             chosen = np.flatnonzero(parent == np.arange(n))
+            if report:
+                out.fates = Fates(rows, np.zeros(n, bool), representative=parent, similarity=near)
             phases["near-copies"] = time.perf_counter() - t0
             out.dedup_kept = len(chosen)
         if kind is not None:
@@ -191,7 +198,15 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
             scores = np.concatenate(list(engine.map(score_chunk, jobs3, len(jobs3)))) if scans else np.zeros(0, np.float32)
             chosen = chosen[lowest(scores[chosen], keep)]
             phases["reference"] = time.perf_counter() - t0
+            if report:
+                out.fates = out.fates or Fates(rows, np.zeros(n, bool))
+                finite = scores[chosen][np.isfinite(scores[chosen])]
+                out.fates.score, out.fates.cut = scores, float(finite.max()) if len(finite) else None
         out.rows = rows[chosen]
+        if report:
+            out.fates = out.fates or Fates(rows, np.zeros(n, bool))
+            out.fates.kept[chosen] = True
+            out.fates.labels = np.concatenate([s.labels for s in scans]) if scans else np.zeros(0, np.int64)
         return out
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -258,10 +273,10 @@ def recipe_tokenizer(recipe: Recipe) -> Any:
 
 
 def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, output: Path, engine: Engine,
-                write: Any) -> CurateResult:
+                write: Any, report: Path | None = None) -> CurateResult:
     """``siftcli filter`` on the streamed path: the recipe's training rows (as ``siftcli train`` splits them: the same
     evaluation and holdout rows set aside) filtered in chunks on ``engine``; the kept rows written by ``write(rows,
-    path)`` with the data's own columns."""
+    path)`` with the data's own columns; ``report``: every pool row's decision written there, and its summary."""
     from siftcli.workload.build import splits_from_recipe
     from siftcli.workload.data import column_values
     from siftcli.workload.rows import holdout_split, split_off
@@ -284,7 +299,7 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     jobs = read_chunks(splits.train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
     with engine:
         done = curate(recipe, Chunks(jobs, splits.input_column, -(-len(splits.train) // CHUNK_ROWS), n), holdout, tokenizer,
-                      keep=keep, similarity=similarity, engine=engine)
+                      keep=keep, similarity=similarity, engine=engine, report=report is not None)
     kept = done.rows
     phases.update(done.phases)
     t0 = time.perf_counter()
@@ -298,5 +313,30 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     if recipe.data.group_column:
         names = column_values(splits.train.select(kept.tolist()), recipe.data.group_column)
         result.groups = {str(g): names.count(g) / max(1, len(names)) for g in sorted(set(names), key=str)}
+    if report is not None and done.fates is not None:
+        t0 = time.perf_counter()
+        result.summary = report_pool(recipe, splits, done.fates, report)
+        phases["report"] = time.perf_counter() - t0
     result.seconds = time.perf_counter() - started
     return result
+
+
+def report_pool(recipe: Recipe, splits: Any, fates: Fates, path: Path) -> FilterSummary:
+    """The report of a pool filtered from a ``datasets`` table (``splits.train``): its id column and texts read from
+    the table for the rows asked (a chunk at a time), the summary and the histogram's PNG beside the report."""
+    from siftcli.workload.data import column_values
+
+    train, d = splits.train, recipe.data
+    if d.id_column is not None and d.id_column not in train.column_names:
+        raise SiftcliError(f"data.id_column {d.id_column!r}: no such column in {d.source} (columns: "
+                           f"{', '.join(train.column_names)})")
+    ids = (lambda rows: column_values(train.select(rows.tolist()), d.id_column)) if d.id_column else None  # noqa: E731
+    write_report(path, fates, ids)
+    texts = lambda rows: [str(t) for t in column_values(train.select(rows), splits.input_column)]  # noqa: E731
+    groups = column_values(train.select(fates.rows.tolist()), d.group_column) if d.group_column else None
+    if splits.label_names is None:
+        fates.labels = None  # a regression target: no share per label
+    summary = summarize(fates, texts, groups, splits.label_names)
+    summary.report = str(path)
+    summary.plot = plot_histogram(summary, path.with_suffix(".png"))
+    return summary

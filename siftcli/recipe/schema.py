@@ -104,6 +104,8 @@ class DataSpec(_Strict):
                                                                   "deleted, images cropped (and flipped)")
     group_column: str | None = Field(
         default=None, description="a column naming where each training row came from; runs report each group's share of kept samples")
+    id_column: str | None = Field(
+        default=None, description="a column naming each row (a document id): siftcli filter --report carries it beside each row's position")
     target_group: str | None = Field(
         default=None, description="the group the evaluation data stands for (needs group_column): the target-only arm trains on it")
 

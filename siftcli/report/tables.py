@@ -217,3 +217,22 @@ def sweep_view(result: SweepResult, run_dir: str | None = None) -> Group:
     if run_dir:
         parts.append(Text(f"results: {run_dir}/sweep.json", style="dim"))
     return Group(*parts)
+
+
+def filter_summary_lines(summary: Any) -> list[str]:
+    """``siftcli filter --report``'s summary in plain lines: rows per reason, the score histogram against the cut, the
+    largest near-copy clusters with a sample each, the kept share per label and per group, the files written."""
+    from siftcli.curate.report import histogram_lines
+
+    lines = ["why: " + ", ".join(f"{reason} {count}" for reason, count in summary.reasons.items())]
+    if summary.histogram is not None:
+        lines.append("reference scores of the rows the cut was made over (near-copies aside):")
+        lines += ["  " + line for line in histogram_lines(summary.histogram)]
+    if summary.clusters:
+        lines.append("largest near-copy clusters (rows, kept representative's row: its text):")
+        lines += [f"  {c.size:>6}  row {c.representative}: {c.sample[:90]!r}" for c in summary.clusters]
+    for name, shares in (("label", summary.kept_by_label), ("group", summary.kept_by_group)):
+        if shares:
+            lines.append(f"kept share per {name}: " + "; ".join(f"{k} {100 * v:.1f}%" for k, v in shares.items()))
+    lines.append(f"report: {summary.report}" + (f" (histogram: {summary.plot})" if summary.plot else ""))
+    return lines
