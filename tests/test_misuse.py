@@ -53,9 +53,11 @@ def test_construction_names_the_argument(kwargs: dict, error: type, expected: st
         _sifting(**kwargs)
 
 
-def test_a_loader_without_a_length_is_refused_naming_the_fix() -> None:
-    with pytest.raises(TypeError, match=r"has no len\(\) \(a DataLoader over an IterableDataset.*give the dataset a __len__"):
-        SiftingDataLoader(DataLoader(_Stream(), batch_size=8), torch.nn.Linear(4, 2), _loss)
+def test_a_loader_without_a_length_sifts_and_what_a_stream_cannot_give_names_the_fix() -> None:
+    """A stream is sifted (tests/test_shapes.py); an exact epoch length asked of it is refused, naming the route."""
+    assert len(list(SiftingDataLoader(DataLoader(_Stream(), batch_size=8), torch.nn.Linear(4, 2), _loss))) > 0
+    with pytest.raises(ValueError, match=r"exact_len=True: the wrapped loader streams.*max_steps.*give the dataset a __len__"):
+        SiftingDataLoader(DataLoader(_Stream(), batch_size=8), torch.nn.Linear(4, 2), _loss, exact_len=True)
 
 
 def test_a_second_live_pass_is_refused_where_the_first_is_resumed() -> None:

@@ -167,23 +167,6 @@ def test_accelerate_schedules_from_len_and_syncs_on_a_sifted_epochs_last_batch(a
     assert sifted["planned"] < plain["planned"]
 
 
-def test_the_hf_trainer_over_an_iterable_dataset_is_refused_in_one_line(tmp_path: Path) -> None:
-    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
-
-    from siftcli.integrations.hf import SiftingTrainer
-
-    class Stream(torch.utils.data.IterableDataset):
-        def __iter__(self):  # noqa: ANN204
-            yield from ({"input_ids": torch.ones(4, dtype=torch.long), "labels": 0} for _ in range(8))
-
-    model = BertForSequenceClassification(BertConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
-                                                     intermediate_size=8, max_position_embeddings=8))
-    args = TrainingArguments(output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=2, report_to=[],
-                             use_cpu=True, disable_tqdm=True)
-    with pytest.raises(ValueError, match="IterableDataset.*map-style dataset"):
-        SiftingTrainer(model=model, args=args, train_dataset=Stream()).train()
-
-
 def test_a_sifted_training_step_without_its_loader_says_where_the_loader_went() -> None:
     from siftcli.integrations.lightning import SiftedTrainingStep
 
@@ -476,3 +459,67 @@ def test_the_first_example_trains_the_steps_it_planned_from_len(scoring: str) ->
         steps += n
     assert steps == planned and per_epoch == [len(sifted)] * 3 and planned < 3 * len(base)
     assert scheduler.get_last_lr()[0] == 0
+
+
+class _Stream(torch.utils.data.IterableDataset):
+    """A stream of ``n`` rows in a fixed order (as a seeded shuffle buffer yields them), with no ``__len__``."""
+
+    def __init__(self, n: int = 96, dicts: bool = False) -> None:
+        self.n, self.dicts = n, dicts
+
+    def __iter__(self):  # noqa: ANN204
+        x = torch.randn(self.n, 4, generator=torch.Generator().manual_seed(0))
+        for row in x:
+            label = int(row[0] > 0)
+            yield {"input_ids": (row.abs() * 10).long().clamp(1, 31), "labels": label} if self.dicts else (row, label)
+
+
+def test_a_stream_sifts_in_a_plain_loop_and_resumes_mid_stream() -> None:
+    """A ``DataLoader`` over an ``IterableDataset`` (no ``len()``): scored fresh, ranked, packed into full batches; a
+    state saved mid-stream continues with the uninterrupted run's batches; what a stream cannot have is one line."""
+    def make() -> SiftingDataLoader:
+        return SiftingDataLoader(DataLoader(_Stream(), batch_size=8), _model(), cross_entropy_loss,
+                                 SiftConfig(beta=1.0, sift_delay=2, seed=0))
+
+    full = make()
+    epochs = [[x.clone() for x, _ in full] for _ in range(2)]
+    reference = epochs[0] + epochs[1]
+    assert all(len(x) == 8 for epoch in epochs for x in epoch[:-1])  # full batches; where the stream ends, the rest
+    assert 0.3 < full.stats.kept_fraction < 0.8 and full.stats.raw_samples == 2 * 96
+    with pytest.raises(TypeError, match="stream.*max_steps"):
+        len(full)
+    first = make()
+    it = iter(first)
+    got = [next(it)[0].clone() for _ in range(3)]
+    resumed = make()
+    resumed.load_state_dict(first.state_dict())
+    got += [x.clone() for x, _ in resumed] + [x.clone() for x, _ in resumed]
+    assert len(got) == len(reference) and all(torch.equal(a, b) for a, b in zip(got, reference))
+    for kwargs, words in [({"exact_len": True}, "exact_len=True: the wrapped loader streams"),
+                          ({"epochs": 3}, "epochs=3: the wrapped loader streams")]:
+        with pytest.raises(ValueError, match=words):
+            SiftingDataLoader(DataLoader(_Stream(), batch_size=8), _model(), cross_entropy_loss, SiftConfig(), **kwargs)
+    with pytest.raises(ValueError, match="needs sample indices"):
+        SiftingDataLoader(DataLoader(_Stream(), batch_size=8), _model(), cross_entropy_loss, SiftConfig(scoring="memory"))
+
+
+def test_sifting_trainer_over_a_stream_runs_max_steps_with_its_schedule_to_the_end(tmp_path: Path) -> None:
+    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=8))
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=8, report_to=[],
+                             use_cpu=True, disable_tqdm=True, logging_steps=5, save_strategy="no", lr_scheduler_type="linear")
+    trainer = SiftingTrainer(model=model, args=args, train_dataset=_Stream(dicts=True),
+                             sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=0))
+    out = trainer.train()
+    assert out.global_step == 20 and trainer.lr_scheduler.get_last_lr()[0] == 0
+    kept = [h["sift_kept_fraction"] for h in trainer.state.log_history if "sift_kept_fraction" in h]
+    assert kept and 0.3 < kept[-1] < 0.9
+    args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=1, per_device_train_batch_size=8, report_to=[],
+                             use_cpu=True, disable_tqdm=True)
+    with pytest.raises(ValueError, match="max_steps has to be specified"):  # the Trainer's own word, as for the plain one
+        SiftingTrainer(model=model, args=args, train_dataset=_Stream(dicts=True)).train()

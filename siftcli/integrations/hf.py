@@ -92,6 +92,10 @@ class SiftingTrainer(Trainer):
     ``scoring="memory"`` and the ``auto`` delay) and weighted by the rule (``infobatch``);
     losses are recorded in the order batches were yielded, so gradient accumulation, which
     fetches batches ahead, records each against the right samples.
+
+    A streamed ``train_dataset`` (an ``IterableDataset``, ``datasets``' ``streaming=True``) is sifted as it streams with
+    ``max_steps`` set, as the plain Trainer needs for a stream: the sifting loader has no length then, so the Trainer
+    plans by ``max_steps`` and goes over the stream again until it has run them.
     """
 
     def __init__(self, *args: Any, sift_config: SiftConfig | None = None, sift_loss: PerSampleLoss | None = None,
@@ -116,18 +120,15 @@ class SiftingTrainer(Trainer):
         self.loss_is_scaled_for_ga = False  # compute_loss returns a per-micro-batch mean: the Trainer divides by GA
 
     def get_train_dataloader(self) -> SiftingDataLoader:
-        if isinstance(self.train_dataset, torch.utils.data.IterableDataset):
-            raise ValueError("SiftingTrainer: train_dataset is an IterableDataset (streamed); sifting ranks each sample "
-                             "within an epoch of known length (len(), the keep schedule, mid-epoch resume): give a "
-                             "map-style dataset (load it without streaming=True, or take rows into one with "
-                             "datasets.Dataset.from_generator), or train it with the plain Trainer")
+        streamed = isinstance(self.train_dataset, torch.utils.data.IterableDataset)  # the Trainer asks max_steps of it
         base = super().get_train_dataloader()
         pad = {"input_ids": self.pad_token_id} if self.pad_token_id is not None else None
         self.sifting_loader = SiftingDataLoader(base, self.model, self.sift_loss, self.sift_config,
                                                 batch_size=self._train_batch_size, pad_values=pad,
                                                 precision=trainer_precision(self.args),
-                                                epochs=run_epochs(self.args, raw_batches(base), self.sift_config.target_keep_fraction),
-                                                exact_len=True)
+                                                epochs=None if streamed else run_epochs(
+                                                    self.args, raw_batches(base), self.sift_config.target_keep_fraction),
+                                                exact_len=not streamed)
         saved = self._sift_state_path(self._sift_resume) if self._sift_resume else None
         # saved after an epoch's last step, the loader starts the next itself; ignore_data_skip (the Trainer starts the
         # interrupted epoch again) starts it with a fresh sifting state, as the docs say

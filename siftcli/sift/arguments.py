@@ -13,14 +13,13 @@ import torch
 from siftcli.sift.sifter import SiftConfig
 
 
-def raw_batches(dataloader: object) -> int:
-    """``len(dataloader)``, or a ``TypeError`` saying why a loader without one cannot be sifted."""
+def raw_batches(dataloader: object) -> int | None:
+    """``len(dataloader)``: its raw batches per epoch, or ``None`` for a stream (a ``DataLoader`` over an
+    ``IterableDataset`` without ``__len__``), which is sifted without an epoch length (see ``SiftingDataLoader``)."""
     try:
         return len(dataloader)
     except TypeError:
-        raise TypeError(f"dataloader: this {type(dataloader).__name__} has no len() (a DataLoader over an IterableDataset "
-                        "without __len__): the sifting loader packs and schedules by the raw batches of an epoch; give the "
-                        "dataset a __len__ (rows per epoch on this rank) or wrap a map-style dataset") from None
+        return None
 
 
 def _positive_whole(value: Any) -> bool:
@@ -31,7 +30,6 @@ def check_arguments(dataloader: object, model: object, loss_fn: object, config: 
     """Each of ``SiftingDataLoader``'s first arguments, and the run's length, is of the kind it must be."""
     if not hasattr(dataloader, "__iter__") or isinstance(dataloader, (str, bytes, Mapping)):
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
-    raw_batches(dataloader)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
     if not callable(loss_fn):
@@ -74,7 +72,7 @@ def check_inputs(dataloader: object, config: Any, precision: object, batch_trans
     if batch_transform is not None and not callable(batch_transform):
         raise TypeError(f"batch_transform must be a callable batch -> batch, got {type(batch_transform).__name__}")
     for name, flag in flags.items():
-        if not isinstance(flag, bool):
+        if not isinstance(flag, bool) and not (name == "exact_len" and flag is None):  # None: the loader's choice
             raise TypeError(f"{name} must be True or False, got {flag!r}")
     if device is not None:
         try:

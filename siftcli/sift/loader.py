@@ -19,7 +19,7 @@ import torch
 
 from siftcli.sift import batching, saved, transfer
 from siftcli.sift.accumulation import EpochEnd, gradient_state
-from siftcli.sift.arguments import check_arguments, check_inputs, check_padding
+from siftcli.sift.arguments import check_arguments, check_inputs, check_padding, raw_batches
 from siftcli.sift.cursor import EpochCursor
 from siftcli.sift.distributed import agree_min, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
@@ -77,6 +77,15 @@ class SiftingDataLoader:
             and an epoch whose draw fell behind keeps a few extra rows at its tail. On by default: a loop that plans its
             schedule from ``len()`` (timm's ``train_one_epoch``, a PEFT loop, accelerate's examples) otherwise stops
             its LR short of its end. ``False``: each epoch yields what it kept, its length known only after it.
+            ``None`` (the default): on, unless the wrapped loader streams.
+
+    A wrapped loader without ``len()`` (a ``DataLoader`` over an ``IterableDataset``: streamed data, ``datasets``'
+    ``streaming=True``) is sifted as it streams: every raw batch scored (fresh scoring: a stream has no sample indices
+    to remember losses by) and ranked against the rolling history, kept rows packed into full batches, a pass ending
+    where the stream ends. It has no epoch length to promise, so ``len()`` raises ``TypeError`` as the wrapped loader's
+    does (the Hugging Face Trainer then plans by ``max_steps``), ``exact_len=True`` and ``epochs`` are refused, and a
+    saved state resumes by fetching the stream again past the raw batches already offered (the stream must yield the
+    same rows again, as a seeded shuffle buffer does).
 
     In a loop of your own, turn the training forward's per-sample losses into the loss to backpropagate
     with ``loss = sifted.training_loss(per_sample_losses)``: it records them by sample (free scores for
@@ -96,7 +105,7 @@ class SiftingDataLoader:
                  batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
-                 exact_len: bool = True) -> None:
+                 exact_len: bool | None = None) -> None:
         if isinstance(dataloader, SiftingDataLoader):
             raise TypeError("dataloader is already a SiftingDataLoader: wrapping it again would sift its kept batches a "
                             "second time; wrap the original DataLoader once (one SiftConfig holds the whole rule)")
@@ -105,6 +114,13 @@ class SiftingDataLoader:
         check_inputs(dataloader, config, precision, batch_transform, reference_losses, device, exact_len=exact_len,
                      yield_on_device=yield_on_device, meta_in_batch=meta_in_batch)
         self.dataloader = dataloader
+        self.streamed = raw_batches(dataloader) is None  # no len(): sifted as it streams, with no epoch length
+        if self.streamed and (exact_len or epochs):
+            what = "exact_len=True" if exact_len else f"epochs={epochs!r}"
+            raise ValueError(f"{what}: the wrapped loader streams (it has no len(), a DataLoader over an IterableDataset), "
+                             "so there is no epoch length to promise or count the run by; plan the run by steps "
+                             "(max_steps) and leave exact_len and epochs unset, or give the dataset a __len__")
+        exact_len = not self.streamed if exact_len is None else exact_len
         self.config = config or SiftConfig()
         self.batch_size = int(batch_size or loader_batch_size(dataloader) or 0)  # also a batch sampler's, or accelerate's
         if self.batch_size < 1:
@@ -179,6 +195,9 @@ class SiftingDataLoader:
         Raw batches kept whole by the schedule (the delay; the anneal) count in full; an ``auto`` delay that has not
         started yet is counted as lasting the whole epoch (an upper bound).
         """
+        if self.streamed:
+            raise TypeError("this SiftingDataLoader wraps a stream (a DataLoader over an IterableDataset, no len()): its "
+                            "epochs have no length to expect; plan the run by steps (max_steps)")
         raw_batches, fraction, quota = len(self.dataloader), self.config.target_keep_fraction, self.quota
         run_known = bool(self.sifter.total_steps)  # exact_len: one promise for the run; else one per epoch
         active = self.cursor.active or self.cursor.resumed  # a pass under way, or one a saved state continues
@@ -195,7 +214,9 @@ class SiftingDataLoader:
         return expected
 
     def _epoch_rows(self) -> int:
-        """Raw rows this rank reads per epoch (its share, under a distributed or sharding sampler)."""
+        """Raw rows this rank reads per epoch (its share, under a distributed or sharding sampler; 0: a stream's, unknown)."""
+        if self.streamed:
+            return 0
         sampled, most = sampled_len(self.dataloader), len(self.dataloader) * self.batch_size
         return min(sampled, most) if sampled else most
 
@@ -306,7 +327,7 @@ class SiftingDataLoader:
         """Batches that make a whole epoch's pass: ``len()``, or fewer where the trainer stops each epoch at its own
         limit (:attr:`pass_limit`, Lightning's ``limit_train_batches``): a pass left there ends its epoch."""
         limit = self.pass_limit() if self.pass_limit is not None else math.inf
-        return min(len(self), limit)
+        return limit if self.streamed else min(len(self), limit)
 
     def _fetch(self, source: Iterator[Any]) -> Iterator[Any]:
         """The wrapped loader's raw batches, the wait for each counted as data time."""
@@ -323,7 +344,7 @@ class SiftingDataLoader:
         """The wrapped loader's iterator for a new epoch, or for a resumed one past what the saved pass fetched."""
         distributed = world_size() > 1
         self.sifter.share = (lambda values: gather_values(values, self.device)) if distributed else None
-        if distributed:
+        if distributed and not self.streamed:
             check_same(len(self.dataloader), "raw batches per epoch", self.device)
         if not self.cursor.resumed:
             self._start_epoch()
