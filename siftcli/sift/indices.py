@@ -91,11 +91,26 @@ class IndexTracker:
         return torch.tensor(self._record.popleft(), dtype=torch.long)
 
 
+def inner_loader(dataloader: BatchSource) -> BatchSource:
+    """The loader a wrapper iterates: accelerate's ``DataLoaderShard`` (the HF Trainer's loader) its
+    ``base_dataloader``, Lightning Fabric's ``_FabricDataLoader`` (``fabric.setup_dataloaders``) its ``_dataloader``;
+    any other loader itself."""
+    for name in ("base_dataloader", "_dataloader"):
+        inner = getattr(dataloader, name, None)
+        if inner is not None and hasattr(inner, "__iter__"):
+            return inner
+    return dataloader
+
+
+def _fabric(dataloader: BatchSource) -> bool:
+    """Lightning Fabric's wrapper, which sets its sampler's epoch from its own count of ``iter()`` calls."""
+    return type(dataloader).__name__ == "_FabricDataLoader" and hasattr(dataloader, "_num_iter_calls")
+
+
 def _install(dataloader: BatchSource, record: deque) -> _RecordingBatchSampler | None:
     from torch.utils.data import DataLoader, IterableDataset
 
-    # accelerate's DataLoaderShard (the HF Trainer's loader) iterates a wrapped base_dataloader
-    dataloader = getattr(dataloader, "base_dataloader", dataloader)
+    dataloader = inner_loader(dataloader)
     if not isinstance(dataloader, DataLoader) or isinstance(dataloader.dataset, IterableDataset):
         return None
     if dataloader.batch_sampler is None:  # batch_size=None: the dataset yields whole batches
@@ -150,10 +165,14 @@ def set_epoch(dataloader: BatchSource, epoch: int) -> None:
     A loader with its own ``set_epoch`` (accelerate's, which the Hugging Face Trainer hands out) is told directly: it
     sets its sampler's epoch from its own counter at every pass, and that counter only advances when a pass runs to
     the end, which a loop that stops after ``len()`` batches never lets it do (every epoch would repeat the first
-    one's order)."""
+    one's order). Lightning Fabric's wrapper sets its sampler's epoch from its count of ``iter()`` calls, which starts
+    at 0 in a resumed process: the count is set to the epoch, so the pass about to start draws that epoch's order."""
     if callable(getattr(dataloader, "set_epoch", None)):
         dataloader.set_epoch(epoch)
         return
+    if _fabric(dataloader):
+        dataloader._num_iter_calls = epoch
+        dataloader = inner_loader(dataloader)
     dataset = getattr(dataloader, "dataset", None)
     if dataset is not None and hasattr(dataset, "set_epoch"):
         dataset.set_epoch(epoch)
@@ -180,7 +199,7 @@ def order_generators(dataloader: BatchSource) -> list[torch.Generator]:
     generator=g)`` puts ``g`` on its ``RandomSampler``) and the loader's (its iterator draws a base seed from it), each
     once. A sampler without one draws from the global RNG instead."""
     found: list[torch.Generator] = []
-    for loader in (dataloader, getattr(dataloader, "base_dataloader", None)):
+    for loader in (dataloader, inner_loader(dataloader)):
         batch_sampler = getattr(loader, "batch_sampler", None)
         for holder in (loader, getattr(loader, "sampler", None), getattr(batch_sampler, "sampler", None)):
             g = getattr(holder, "generator", None)
