@@ -99,8 +99,7 @@ def _friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
             elif exc.advice:
                 msg = f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir}; {exc.advice}"
             else:
-                msg = (f"siftcli: interrupted ({exc.signal}); finished arms kept in {exc.run_dir} (status 'interrupted'); "
-                       "a comparison cannot be continued: run the command again with another -o folder to start over")
+                msg = f"siftcli: interrupted ({exc.signal}); partial results kept in {exc.run_dir}"
             if _OUTPUT["json"]:  # a script reading stdout learns what a person reads on stderr
                 _emit_json({"status": "interrupted", "signal": exc.signal, "run_dir": str(exc.run_dir),
                             "resume": command if exc.resumable else None, "message": msg.removeprefix("siftcli: "),
@@ -263,6 +262,9 @@ def compare(
     random_keep: Annotated[bool, typer.Option("--random-keep", help="Alias of --arm random-keep.")] = False,
     report_to: ReportToOpt = None,
     quiet: QuietOpt = False,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue an interrupted comparison folder (its "
+                                                  "finished arms are kept).")] = None,
+    trust_data: TrustDataOpt = False,
 ) -> None:
     """The sifted run against the honest opponents (a baseline given the same time, the same fraction kept at random,
     a static filter where a reference ranks), then what sifting bought and what to do instead."""
@@ -272,6 +274,20 @@ def compare(
     from siftcli.report.tables import compare_view
 
     targets = targets or []
+    _trust_needs_resume(trust_data, resume)
+    if resume:
+        given = [f"--{name}" for name, value in (("set", set_), ("output", output), ("arm", arm), ("report-to", report_to))
+                 if value] + [flag for flag, on in (("--quick", quick), ("--equal-time", equal_time),
+                                                    ("--random-keep", random_keep), ("--seeds", seeds != 1)) if on]
+        if targets or given:
+            raise SiftcliError("--resume continues the comparison with its saved recipe, arms and seeds; "
+                               f"{', '.join(([targets[0]] if targets else []) + given)} would be ignored: leave "
+                               "them out, or start a new comparison")
+        with _Progress(not quiet and not json_) as progress:
+            run_dir, result = run_compare(None, resume=resume, trust_data=trust_data, on_event=_events(progress))
+        if _main():
+            _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(compare_view(result, str(run_dir)))
+        return
     if len(targets) == 2:
         result = compare_run_dirs(targets[0], targets[1])
         _emit_json(result) if json_ else console.print(compare_view(result))

@@ -35,6 +35,7 @@ from siftcli.runio import (
     ensure_file_writable,
     ensure_writable,
     make_run_dir,
+    read_json,
     write_table,
 )
 from siftcli.training.loop import train
@@ -189,17 +190,30 @@ def _maybe_plot(run_dir: Path, runs: list[RunMetrics]) -> list[str]:
         return []
 
 
-def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, arms: list[str] | None = None,
-                quick: bool = False, on_event: Event | None = None, pilot: bool = True) -> tuple[Path, CompareResult]:
+def run_compare(recipe: Recipe | None, *, output: str | None = None, seeds: int = 1, arms: list[str] | None = None,
+                quick: bool = False, on_event: Event | None = None, pilot: bool = True, resume: str | None = None,
+                trust_data: bool = False) -> tuple[Path, CompareResult]:
     """The sifted run against the honest opponents (:func:`siftcli.arms.table.default_arms`, or ``arms``), per seed from that
-    seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do."""
-    if seeds < 1:
-        raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
-    chosen = arms or default_arms(recipe, quick)
+    seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do.
+
+    ``resume``: an interrupted comparison's folder, continued with the recipe, arms and seeds it started with; the arms
+    that finished there are read back, the one that was running is trained again from its seed's initial weights."""
+    if resume:
+        run_dir, recipe, chosen, seed_list = _compare_to_resume(resume, trust_data)
+        preflight(recipe)
+        first, warning = build_workload(recipe), None
+    else:
+        assert recipe is not None
+        if seeds < 1:
+            raise SiftcliError(f"--seeds must be at least 1, got {seeds}")
+        chosen = arms or default_arms(recipe, quick)
+        check_arms(recipe, chosen, subject_of(chosen))
+        first, run_dir = prepare(recipe, output, "-compare")  # bad data fails before a folder exists
+        seed_list = [recipe.seed + i for i in range(seeds)]
+        atomic_write_json(run_dir / "compare.json", {"status": "running", "recipe": recipe.name, "arms": chosen,
+                                                     "seeds": seed_list})
+        warning = pilot_check(recipe, first) if pilot else None
     subject = subject_of(chosen)
-    check_arms(recipe, chosen, subject)
-    first, run_dir = prepare(recipe, output, "-compare", resumable=False)  # bad data fails before a folder exists
-    warning = pilot_check(recipe, first) if pilot else None
     if warning and on_event is not None:
         on_event("warning", {"message": warning})
     finished: list[dict[str, RunMetrics]] = []
@@ -208,20 +222,21 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     def workloads(r: Recipe) -> Any:
         return cached.pop(r.seed, None) or build_workload(r)
 
-    seed_list = [recipe.seed + i for i in range(seeds)]
-
-    trackers = open_trackers(recipe, run_dir, group=run_dir.name, seeds=seeds, on_event=on_event)
+    trackers = open_trackers(recipe, run_dir, group=run_dir.name, seeds=len(seed_list), on_event=on_event)
     try:
         all_runs = run_arms(recipe, chosen, seed_list, run_dir, subject=subject,
-                            on_event=trackers.wrap(on_event) if trackers else on_event, workloads=workloads, live=finished)
+                            on_event=trackers.wrap(on_event) if trackers else on_event, workloads=workloads, live=finished,
+                            finished=_finished_arm if resume else None)
     except BaseException as exc:
         if trackers:
             trackers.abort()  # the arm that was running and the comparison's own run end marked interrupted
         if not isinstance(exc, RunInterrupted):
             raise
         atomic_write_json(run_dir / "compare.json", {"status": "interrupted", "recipe": recipe.name, "arms": chosen,
+                                                     "seeds": seed_list,
                                                      "runs": [{a: brief(m) for a, m in r.items()} for r in finished if r]})
-        raise RunInterrupted(str(run_dir), resumable=False, signal=exc.signal) from None
+        raise RunInterrupted(str(run_dir), signal=exc.signal,
+                             resume_command=f"siftcli compare --resume {run_dir}") from None
     result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list, subject)
     result["arms"] = chosen
     result["pilot_warning"] = warning
@@ -233,6 +248,44 @@ def run_compare(recipe: Recipe, *, output: str | None = None, seeds: int = 1, ar
     if trackers:
         trackers.finish_group(tracked(result), [run_dir / "compare.json", *map(Path, result["plots"]), run_dir / "report.html"])
     return run_dir, result
+
+
+def _compare_to_resume(resume: str, trust_data: bool) -> tuple[Path, Recipe, list[str], list[int]]:
+    """An interrupted comparison's folder, claimed, with the recipe, arms and seeds it started with; refused in one line
+    where it is not one, finished already, written by an earlier siftcli, or its data files changed."""
+    from siftcli.recipe.reader import load_recipe
+
+    folder = Path(resume)
+    state = folder / "compare.json"
+    if not state.exists() or not (folder / "recipe.yaml").exists():
+        raise SiftcliError(f"--resume {resume}: not a comparison folder (no compare.json and recipe.yaml)")
+    saved = read_json(state)
+    if not isinstance(saved, dict):
+        raise SiftcliError(f"--resume {resume}: {state} is damaged (expected a JSON object); start the comparison again")
+    if saved.get("status") not in ("running", "interrupted"):
+        raise SiftcliError(f"--resume {resume}: this comparison finished; its result is {state}")
+    arms, seeds = saved.get("arms"), saved.get("seeds")
+    if not (isinstance(arms, list) and arms and all(isinstance(a, str) for a in arms)
+            and isinstance(seeds, list) and seeds and all(isinstance(s, int) for s in seeds)):
+        raise SiftcliError(f"--resume {resume}: {state} does not say which arms and seeds it runs (an earlier siftcli "
+                           "wrote it, or it was edited); start the comparison again in a new -o folder")
+    claim(folder, "--resume")
+    recipe = load_recipe(folder / "recipe.yaml")
+    same_sources(folder, recipe, trust_data)  # the finished arms were measured on the files as they were
+    check_arms(recipe, arms, subject_of(arms))
+    return folder, recipe, arms, seeds
+
+
+def _finished_arm(folder: Path) -> RunMetrics | None:
+    """An arm that finished in ``folder`` (its ``metrics.json`` says completed), read back; else ``None``."""
+    path = folder / "metrics.json"
+    if not path.exists():
+        return None
+    try:
+        metrics = read_json(path)
+    except SiftcliError:
+        return None  # written halfway by a killed process: trained again
+    return metrics if isinstance(metrics, dict) and metrics.get("status") == "completed" else None
 
 
 def validate_recipe_sources(recipe: Recipe) -> list[str]:

@@ -201,8 +201,7 @@ def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix
         path = Path(output)
         found = [f for f in RESULT_FILES if (path / f).exists()] if path.is_dir() else []
         if found:
-            again = f", or continue an interrupted one with --resume {path}" if resumable else \
-                " (a comparison cannot be continued: its finished arms stay there to read)"
+            again = f", or continue an interrupted one with --resume {path}" if resumable else ""
             raise SiftcliError(f"--output {path}: already holds a run ({found[0]}); choose another folder{again}")
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")

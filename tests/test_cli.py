@@ -164,14 +164,36 @@ def test_ctrl_c_in_train_keeps_results_and_resume_finishes(tiny_recipe, tmp_path
     assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
 
 
-def test_ctrl_c_in_compare_keeps_finished_arms(tiny_recipe, tmp_path: Path, monkeypatch) -> None:
+def test_ctrl_c_in_compare_keeps_finished_arms_and_the_printed_resume_finishes_it(tiny_recipe, tmp_path: Path,
+                                                                                   monkeypatch) -> None:
+    """An interrupted comparison continues with the command it prints: the finished baseline is read back, not trained
+    again; the interrupted arm and the rest train from their seed's initial weights; the result is the uninterrupted
+    comparison's (arms that train by steps, so the numbers are exact)."""
+    import shlex
+
+    recipe = str(tiny_recipe())
+    whole = runner.invoke(app, ["compare", recipe, "-o", str(tmp_path / "whole"), "--arm", "random-keep", "-q", "--json"])
+    assert whole.exit_code == 0, whole.output
     out = tmp_path / "cmp"
     _interrupt_after(monkeypatch, 40)  # the baseline has 30 steps: this lands in the sifted arm
-    result = runner.invoke(app, ["compare", str(tiny_recipe()), "-o", str(out), "-q"])
-    assert result.exit_code == 130 and "start over" in result.output
+    result = runner.invoke(app, ["compare", recipe, "-o", str(out), "--arm", "random-keep", "-q"])
+    assert result.exit_code == 130 and "continue with: siftcli compare --resume" in result.output.replace("\n", "")
     data = json.loads((out / "compare.json").read_text())
-    assert data["status"] == "interrupted" and "baseline" in data["runs"][0]
+    assert data["status"] == "interrupted" and "baseline" in data["runs"][0] and data["seeds"] == [0]
     assert json.loads((out / "sifted" / "metrics.json").read_text())["status"] == "interrupted"
+    baseline_written = (out / "baseline" / "metrics.json").stat().st_mtime_ns
+    monkeypatch.undo()
+    printed = result.output.replace("\n", "").split("continue with: ")[1].strip()
+    resumed = runner.invoke(app, [*shlex.split(printed)[1:], "-q", "--json"])
+    assert resumed.exit_code == 0, resumed.output
+    assert (out / "baseline" / "metrics.json").stat().st_mtime_ns == baseline_written  # read back, not trained again
+    a, b = json.loads(whole.stdout), json.loads(resumed.stdout)
+    final = lambda doc: {arm: run["final"] for arm, run in doc["runs"][0].items()}  # noqa: E731
+    assert final(a) == final(b) and a["arms"] == b["arms"]
+    again = runner.invoke(app, ["compare", "--resume", str(out)])
+    assert again.exit_code == 2 and "this comparison finished" in again.output
+    extra = runner.invoke(app, ["compare", "--resume", str(out), "--seeds", "3"])
+    assert extra.exit_code == 2 and "--seeds would be ignored" in extra.output
 
 
 def test_json_output_is_one_document_with_the_files_content_and_errors_are_json_too(tiny_recipe, tmp_path: Path) -> None:

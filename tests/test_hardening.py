@@ -449,12 +449,12 @@ def test_a_tolerance_out_of_range_says_the_range() -> None:
     _one_line_error(runner.invoke(app, ["plan", "--tolerance", "inf"]), "expected metric points from 0 to 100")
 
 
-def test_a_comparison_folder_in_use_never_points_to_a_resume_compare_lacks(tmp_path: Path, text_csv: Path) -> None:
+def test_a_comparison_folder_in_use_points_to_its_resume(tmp_path: Path, text_csv: Path) -> None:
     (tmp_path / "c").mkdir()
     (tmp_path / "c" / "compare.json").write_text("{}")
     result = runner.invoke(app, ["compare", _recipe(tmp_path, text_csv), "-o", str(tmp_path / "c"), "--quick"])
-    _one_line_error(result, "already holds a run (compare.json); choose another folder (a comparison cannot be continued")
-    assert "--resume" not in result.output
+    _one_line_error(result, f"already holds a run (compare.json); choose another folder, or continue an interrupted one "
+                            f"with --resume {tmp_path / 'c'}")
 
 
 def test_an_interrupted_run_under_json_says_so_on_stdout(tmp_path: Path, text_csv: Path, monkeypatch) -> None:

@@ -75,7 +75,7 @@ def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[An
         check(workload)
     run_dir = make_run_dir(output, recipe.name, suffix=suffix, resumable=resumable)
     atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
-    if resumable:  # what a --resume holds the data files against (a comparison has no resume: nothing to hash)
+    if resumable:  # what a --resume holds the data files against
         record_sources(run_dir, recipe)
     write_label_noise(run_dir, workload)
     return workload, run_dir

@@ -21,12 +21,15 @@ from siftcli.workload.build import build_workload
 
 def run_arms(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
              on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
-             live: list[dict[str, RunMetrics]] | None = None) -> list[dict[str, RunMetrics]]:
+             live: list[dict[str, RunMetrics]] | None = None,
+             finished: Callable[[Path], RunMetrics | None] | None = None) -> list[dict[str, RunMetrics]]:
     """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.
 
     Each seed builds its own workload (``workloads``, default :func:`~siftcli.workload.build.build_workload`): its own
     initial weights and, where the data has no fixed split, its own split; its arms share them and the data order.
     ``live`` (a list) holds each seed's arms as they finish, so a caller keeps them when a run is interrupted.
+    ``finished(folder)``: an arm that already finished there (a resumed comparison), read instead of trained again; the
+    arms after it derive from it as they would from a fresh run.
     """
     order = check_arms(recipe, arms, subject)
     out: list[dict[str, RunMetrics]] = [] if live is None else live
@@ -37,7 +40,8 @@ def run_arms(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
         seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
         out.append(ctx.runs)
         for name in seed_order(order, position, subject):
-            ctx.runs[name] = run_one(ctx, name, seed_dir / folder_name(name), on_event)
+            done = finished(seed_dir / folder_name(name)) if finished is not None else None
+            ctx.runs[name] = done if done is not None else run_one(ctx, name, seed_dir / folder_name(name), on_event)
         ran = dict(ctx.runs)  # each seed's record lists its arms in the table's order, whatever order they ran in
         ctx.runs.clear()
         ctx.runs.update({name: ran[name] for name in order})
