@@ -224,7 +224,7 @@ def digits(size: int = 16, evaluation: int = 797) -> Path:
 #: The pool shapes of :func:`curation_pool`: ``three`` (three SST-2/MR sentences of 8 to 20 words a row, copies by a
 #: small edit) and ``shared`` (two SST-2 sentences of at least six words, copies by one inserted word; each sentence is in
 #: about 57 rows of a million, so rows share text the way web text shares boilerplate).
-POOL_SHAPES = ("three", "shared")
+POOL_SHAPES = ("three", "shared", "paraphrase")
 
 
 def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evaluation: int = 1000,
@@ -240,7 +240,10 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
     sentences of at least six words (34,821 distinct, each drawn about 57 times a million rows): a row whose long
     sentence another row shares beside a short one can be within 0.7 bigram Jaccard of it (a near-copy by the metric,
     not planted), and every row shares some band of its signature with rows it is far from: the pool that makes the
-    near-copy search's candidates grow with shared text. A copy is its original with one word inserted."""
+    near-copy search's candidates grow with shared text. A copy is its original with one word inserted.
+    ``paraphrase``: each row one SST-2 or MR sentence of 8 to 30 words, no sentence twice; a copy is a paraphrase of an
+    earlier row (:func:`_paraphrase`: its clauses or words reordered, words swapped for synonyms, or the sentence put in
+    a template): the pool that tells near-copies by meaning from near-copies by wording."""
     if shape not in POOL_SHAPES:
         raise ValueError(f"shape {shape!r}: expected one of {POOL_SHAPES}")
     folder = DATA / (f"curation-{rows}" if shape == "three" else f"curation-{shape}-{rows}")
@@ -254,6 +257,10 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
     if shape == "three":
         sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 20)
         per_row, edit = 3, _near_copy
+    elif shape == "paraphrase":
+        sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 30)
+        rng.shuffle(sentences)  # drawn without replacement below: no two originals are the same sentence
+        per_row, edit = 1, _paraphrase
     else:
         sentences = sorted(s for s in set(sst) if len(s.split()) >= 6)
         per_row, edit = 2, _inserted
@@ -272,12 +279,46 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
                     j = rng.randrange(len(originals))
                     out.writerow([edit(originals[j][1], rng), labels[rng.randrange(2)], originals[j][0]])
                     continue
-                text = " ".join(rng.choice(sentences) for _ in range(per_row))
+                text = sentences.pop() if shape == "paraphrase" else " ".join(rng.choice(sentences) for _ in range(per_row))
                 originals.append((i, text))
                 out.writerow([text, labels[rng.randrange(2)], -1])
 
     atomic_write(folder / "pool.csv", write)
     return folder
+
+
+#: Words a paraphrase swaps, both ways (common in film reviews).
+SYNONYMS = {"movie": "film", "good": "fine", "bad": "poor", "funny": "amusing", "boring": "dull", "great": "excellent",
+            "story": "plot", "beautiful": "lovely", "smart": "clever", "big": "large", "small": "little",
+            "often": "frequently", "very": "really", "director": "filmmaker", "actors": "cast", "end": "finish",
+            "little": "small", "best": "finest", "worst": "poorest", "characters": "figures", "makes": "renders"}
+SYNONYMS.update({v: k for k, v in list(SYNONYMS.items())})
+#: Templates a paraphrase puts a sentence in.
+TEMPLATES = ("review : {}", "{} -- one viewer 's take", "in short , {}", "my verdict : {}", "{} , or so i thought")
+
+
+def _paraphrase(text: str, rng: random.Random) -> str:
+    """``text`` said another way, one of three kinds at random: the order changed (the two halves around a comma, or
+    else two neighbouring words swapped twice), up to three words swapped for synonyms (a template where none has one),
+    or the sentence put in a template."""
+    words = text.split()
+    kind = rng.randrange(3)
+    if kind == 0:
+        commas = [i for i, w in enumerate(words[1:-1], 1) if w == ","]
+        if commas:
+            i = rng.choice(commas)
+            return " ".join(words[i + 1:] + [","] + words[:i])
+        for _ in range(2):
+            i = rng.randrange(len(words) - 1)
+            words[i], words[i + 1] = words[i + 1], words[i]
+        return " ".join(words)
+    if kind == 1:
+        at = [i for i, w in enumerate(words) if w.lower() in SYNONYMS]
+        if at:
+            for i in rng.sample(at, min(3, len(at))):
+                words[i] = SYNONYMS[words[i].lower()]
+            return " ".join(words)
+    return rng.choice(TEMPLATES).format(text)
 
 
 def _inserted(text: str, rng: random.Random) -> str:

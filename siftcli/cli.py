@@ -465,6 +465,11 @@ def filter_(
     stream: Annotated[bool, typer.Option("--stream", help="Read the training source as a stream, twice (a hub dataset "
                                                           "is never downloaded whole); needs data.eval_source or "
                                                           "eval_split.")] = False,
+    dedup_by: Annotated[str, typer.Option("--dedup-by", help="--dedup: what makes a near-copy: minhash (shared token "
+                                                             "bigrams) or semantic (a sentence encoder's embeddings, "
+                                                             "SemDeDup; --similarity is then a cosine, default 0.95).")] = "minhash",
+    encoder: Annotated[str, typer.Option("--encoder", help="--dedup-by semantic: the sentence encoder (builtin:minilm, a "
+                                                           "model folder or a hub id).")] = "builtin:minilm",
     report: Annotated[str | None, typer.Option("--report", help="Also write why each row was kept or removed, one row "
                                                                 "per input row (.parquet or .jsonl), with a summary "
                                                                 "and a histogram PNG beside it.")] = None,
@@ -488,19 +493,28 @@ def filter_(
 
     if similarity is not None and not dedup:
         raise SiftcliError(f"--similarity {similarity:g} sets what --dedup calls a near-copy; give --dedup too")
+    if dedup_by not in ("minhash", "semantic"):
+        raise SiftcliError(f"--dedup-by {dedup_by}: expected minhash or semantic")
+    if dedup_by == "semantic" and not dedup:
+        raise SiftcliError("--dedup-by semantic: give --dedup too (near-copies by meaning are a kind of --dedup)")
+    semantic = dedup_by == "semantic"
     cfg = _load(recipe, set_)
     where = Engine(kind=engine, workers=workers if workers is not None else (os.cpu_count() or 1), scheduler=scheduler)
     if dedup and similarity is None:
-        similarity = DEFAULT_SIMILARITY
-    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream, report=report)
+        from siftcli.curate.semantic import DEFAULT_COSINE
+
+        similarity = DEFAULT_COSINE if semantic else DEFAULT_SIMILARITY
+    result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream, report=report,
+                        encoder=encoder if semantic else None)
     if json_:
         _emit_json(dataclasses.asdict(result))
         return
     groups = "; ".join(f"{g} {100 * v:.0f}%" for g, v in (result.groups or {}).items())
     line = f"kept {result.kept} of {result.of} rows ({100 * result.keep:.1f}%) -> {result.output}"
     if result.dedup_similarity is not None:
-        line += f"; near-copies dropped at similarity {result.dedup_similarity:g}: {result.of - (result.dedup_kept or 0)}"
-        if result.dedup_search is not None:
+        line += f"; near-copies dropped at {'cosine ' if result.dedup_by == 'semantic' else ''}similarity " \
+                f"{result.dedup_similarity:g}: {result.of - (result.dedup_kept or 0)}"
+        if result.dedup_search is not None and result.dedup_by != "semantic":
             line += f" ({result.dedup_search.checked / max(1, result.of):.2f} pairs a row checked exactly)"
     if result.reference_kind:
         line += f"; ranked by the {result.reference_kind} reference"

@@ -102,7 +102,8 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
 
 
 def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None, *,
-               engine: Engine | None = None, stream: bool = False, report: str | None = None) -> CurateResult:
+               engine: Engine | None = None, stream: bool = False, report: str | None = None,
+               encoder: str | None = None) -> CurateResult:
     """Filter once, before training, and write the kept training rows with the data's own columns to ``output``
     (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
     (Jaccard similarity of token bigrams at least this; :mod:`siftcli.curate.dedup`); ``keep``: then keep this fraction
@@ -110,14 +111,25 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     ``naive-bayes``) or only deduplicated stream through :mod:`siftcli.curate.pipeline` on ``engine`` (default: every
     core); the rest are built in memory as training builds them. ``stream``: read the training source as a stream
     (:mod:`siftcli.curate.stream`: a hub dataset never downloaded whole). ``report``: a ``.parquet`` or ``.jsonl`` file
-    with every pool row's decision and why (:mod:`siftcli.curate.report`), its summary in the result. Returns what was
-    kept and its cost."""
+    with every pool row's decision and why (:mod:`siftcli.curate.report`), its summary in the result. ``encoder``:
+    near-copies by meaning (:mod:`siftcli.curate.semantic`: ``dedup`` is then a cosine similarity of that sentence
+    encoder's embeddings). Returns what was kept and its cost."""
     if keep is None and dedup is None:
         raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
     if keep is not None and not 0 < keep <= 1:
         raise SiftcliError(f"--keep {keep}: expected a fraction in (0, 1]")
     if dedup is not None and not 0 < dedup <= 1:
-        raise SiftcliError(f"--similarity {dedup}: expected a Jaccard similarity in (0, 1]")
+        raise SiftcliError(f"--similarity {dedup}: expected a {'cosine' if encoder else 'Jaccard'} similarity in (0, 1]")
+    if encoder is not None:
+        if dedup is None:
+            raise SiftcliError("--dedup-by semantic: give --dedup too (near-copies by meaning are a kind of --dedup)")
+        from siftcli.curate.semantic import encoder_path
+
+        why = streamable(recipe, keep)
+        if why is not None:
+            raise SiftcliError(f"--dedup-by semantic: {why}; near-copies by meaning are found in text pools ranked by "
+                               "ngram or naive-bayes (or only deduplicated)")
+        encoder = encoder_path(encoder)
     path = Path(output)
     if path.suffix.lower() not in TABLE_KINDS:
         raise SiftcliError(f"-o {output}: expected a .csv, .tsv or .jsonl file to write the kept rows to")
@@ -147,9 +159,9 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         if why is not None:
             raise SiftcliError(f"--stream: {why}; only text pools ranked by ngram or naive-bayes (or only deduplicated) "
                                "read their source as a stream")
-        return filter_stream(recipe, keep, dedup, path, engine)
+        return filter_stream(recipe, keep, dedup, path, engine, encoder=encoder)
     if streamable(recipe, keep) is None:
-        return filter_pool(recipe, keep, dedup, path, engine, write_table, report=report_path)
+        return filter_pool(recipe, keep, dedup, path, engine, write_table, report=report_path, encoder=encoder)
     return _filter_in_memory(recipe, keep, dedup, path)
 
 

@@ -230,7 +230,8 @@ RUNS = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
         "siftcli dask x2": ["--dedup", "--keep", "0.5", "--engine", "dask", "--workers", "2"],
         "siftcli dedup x2": ["--dedup", "--workers", "2"],
         "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"],
-        "siftcli report x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--report", "{report}"]}
+        "siftcli report x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--report", "{report}"],
+        "siftcli semantic x2": ["--dedup", "--dedup-by", "semantic", "--workers", "2"]}
 
 
 def _key(shape: str, n: int) -> str:
@@ -265,9 +266,10 @@ def _run(sizes: list[int], before: str | None, previous: str | None = None, pool
                     got[f"{label} ({previous})"] = siftcli_run(
                         folder, work, args, f"previous-{label.replace(' ', '-')}", [sys.executable, "-m", "siftcli"],
                         earlier, split_eval=label.endswith("eval_fraction"))
-            dedup_out = Path(got.get("siftcli dedup x2", {}).get("output", "/nonexistent"))
-            if "siftcli dedup x2" in wanted and dedup_out.exists():
-                got["siftcli dedup x2"]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
+            for label in ("siftcli dedup x2", "siftcli semantic x2"):  # dedup only: precision and recall of the copies
+                dedup_out = Path(got.get(label, {}).get("output", "/nonexistent"))
+                if label in wanted and dedup_out.exists():
+                    got[label]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
             if "datatrove" in wanted:
                 print(f"{shape} {n} rows: datatrove", file=sys.stderr, flush=True)
                 dt = datatrove_run(folder, work)
@@ -498,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks curation", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000])
-    parser.add_argument("--pools", nargs="+", default=None, choices=["three", "shared"],
+    parser.add_argument("--pools", nargs="+", default=None, choices=["three", "shared", "paraphrase"],
                         help="pool shapes side by side (their own section and results file); default: the three-sentence "
                              "pool's section")
     parser.add_argument("--runs", nargs="+", default=None,

@@ -1,7 +1,8 @@
 """A chunk of pool rows in, its pass's result out: the jobs ``siftcli filter`` sends to worker processes or a Dask
 cluster (:mod:`.engines`). Each is a pure function of its chunk and a shared, read-only :class:`Context`; none imports
 torch, transformers or datasets (``tests/test_curate.py`` checks), so a worker starts in a fraction of a second and
-holds megabytes, not a deep-learning stack.
+holds megabytes, not a deep-learning stack: only near-copies by meaning (``Context.encoder``) load a sentence encoder,
+in the worker that embeds (:mod:`.semantic`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ class Context:
     tail: int | None = None
     want_sketches: bool = True
     want_counts: bool = True
+    encoder: str | None = None  # near-copies by meaning: the sentence encoder's folder or hub id (embeddings returned)
+    threads: int = 0  # torch threads an embedding worker uses (its share of the cores; 0: torch's default)
 
 
 @dataclass
@@ -40,6 +43,7 @@ class Scan:
     sketches: dd.Sketches | None
     counts: np.ndarray | None
     tokens: int
+    embeddings: np.ndarray | None = None  # float16, one row a pool row (with Context.encoder)
 
 
 def chunk_path(folder: str, k: int) -> Path:
@@ -52,9 +56,15 @@ def scan_chunk(ctx: Context, job: tuple[int, np.ndarray, list[str], list[str] | 
     k, rows, texts, pairs, labels = job
     tokens = from_texts(ctx.tokenizer, texts, ctx.max_length, pairs)
     tokens.save(chunk_path(ctx.folder, k))
+    embeddings = None
+    if ctx.encoder is not None:
+        from siftcli.curate.semantic import embed_chunk
+
+        joined = texts if pairs is None else [f"{a} {b}" for a, b in zip(texts, pairs)]
+        embeddings = embed_chunk(ctx.folder, k, joined, ctx.encoder, ctx.max_length, ctx.threads)
     return Scan(rows=rows, labels=labels, sketches=dd.sketch(tokens) if ctx.want_sketches else None,
                 counts=pool_counts(strip_markers(tokens, ctx.head, ctx.tail)) if ctx.want_counts else None,
-                tokens=int(tokens.ids.size))
+                tokens=int(tokens.ids.size), embeddings=embeddings)
 
 
 def score_chunk(ctx: Context, job: tuple[int, np.ndarray, Fitted]) -> np.ndarray:

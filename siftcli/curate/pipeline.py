@@ -21,6 +21,7 @@ in-memory path of :mod:`siftcli.commands`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -56,6 +57,7 @@ class CurateResult:
     of: int
     keep: float
     dedup_similarity: float | None = None
+    dedup_by: str | None = None  # minhash (token bigrams) or semantic (a sentence encoder's embeddings)
     dedup_kept: int | None = None
     dedup_search: dd.SearchCounts | None = None  # pairs that shared a band, were checked exactly, were near-copies
     reference_kind: str | None = None
@@ -130,10 +132,13 @@ class Chunks:
 
 
 def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *, keep: float | None,
-           similarity: float | None, engine: Engine, on_phase: Any = None, report: bool = False) -> Curated:
+           similarity: float | None, engine: Engine, on_phase: Any = None, report: bool = False,
+           encoder: str | None = None) -> Curated:
     """The rows to keep of the pool and what choosing them took. ``holdout``: the holdout's rows (a
     ``datasets.Dataset``) when the recipe's reference ranks by one; ``report``: also every pool row's decision
-    (:class:`~siftcli.curate.report.Fates`: its near-copy representative and their similarity, its score, the cut)."""
+    (:class:`~siftcli.curate.report.Fates`: its near-copy representative and their similarity, its score, the cut);
+    ``encoder``: near-copies by meaning (:mod:`.semantic`, cosine ``similarity`` of that encoder's embeddings) instead
+    of by shared token bigrams."""
     jobs, count, rows_hint, column = pool.jobs, pool.count, pool.rows_hint, pool.column
     phases: dict[str, float] = {}
     kind = recipe.sift.reference.kind if keep is not None else None
@@ -143,11 +148,13 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
     folder = tempfile.mkdtemp(prefix="siftcli-curate-")
     try:
         ctx = Context(backend(tokenizer, recipe.max_length) or tokenizer, recipe.max_length, folder, head, tail,
-                      want_sketches=similarity is not None, want_counts=kind == "ngram")
+                      want_sketches=similarity is not None and encoder is None, want_counts=kind == "ngram",
+                      encoder=encoder, threads=max(1, (os.cpu_count() or 1) // max(1, engine.workers)) if encoder else 0)
         t0 = time.perf_counter()
         engine.share(ctx)
         filled = dd.Sketches.empty(rows_hint) if similarity is not None and rows_hint is not None else None
         parts: list[dd.Sketches] = []
+        embedded: list[np.ndarray] = []
         total = np.zeros(BUCKETS) if kind == "ngram" else None
         scans: list[Scan] = []
         at = 0
@@ -159,11 +166,14 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
                     parts.append(scan.sketches)
             if total is not None:
                 total += scan.counts
+            if scan.embeddings is not None:
+                embedded.append(scan.embeddings)
             at += len(scan.rows)
-            scan.sketches = scan.counts = None
+            scan.sketches = scan.counts = scan.embeddings = None
             scans.append(scan)
         n = at
-        sketches = None if similarity is None else filled.head(n) if filled is not None else dd.Sketches.join(parts)
+        sketches = None if similarity is None or encoder is not None else \
+            filled.head(n) if filled is not None else dd.Sketches.join(parts)
         parts, filled = [], None  # sketches is now the only reference: dropping it frees the table
         phases["tokenize+sign"] = time.perf_counter() - t0
         if on_phase:
@@ -172,6 +182,19 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
         rows = np.concatenate([s.rows for s in scans]) if scans else np.zeros(0, dtype=np.int64)
         chosen = np.arange(n)
         out = Curated(rows, phases, n)
+        if encoder is not None and similarity is not None:
+            t0 = time.perf_counter()
+            from siftcli.curate.semantic import near_copies
+
+            vectors = np.concatenate(embedded) if embedded else np.zeros((0, 1), np.float16)
+            embedded = []
+            parent, near, compared = near_copies(vectors, similarity, recipe.seed)
+            out.search = dd.SearchCounts(rows=n, checked=compared, near_copies=int((parent != np.arange(n)).sum()))
+            chosen = np.flatnonzero(parent == np.arange(n))
+            phases["near-copies"] = time.perf_counter() - t0
+            out.dedup_kept = len(chosen)
+            if report:
+                out.fates = Fates(rows, np.zeros(n, bool), representative=parent, similarity=near)
         if sketches is not None:
             t0 = time.perf_counter()
             out.search = dd.SearchCounts()
@@ -273,7 +296,7 @@ def recipe_tokenizer(recipe: Recipe) -> Any:
 
 
 def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, output: Path, engine: Engine,
-                write: Any, report: Path | None = None) -> CurateResult:
+                write: Any, report: Path | None = None, encoder: str | None = None) -> CurateResult:
     """``siftcli filter`` on the streamed path: the recipe's training rows (as ``siftcli train`` splits them: the same
     evaluation and holdout rows set aside) filtered in chunks on ``engine``; the kept rows written by ``write(rows,
     path)`` with the data's own columns; ``report``: every pool row's decision written there, and its summary."""
@@ -299,7 +322,7 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     jobs = read_chunks(splits.train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
     with engine:
         done = curate(recipe, Chunks(jobs, splits.input_column, -(-len(splits.train) // CHUNK_ROWS), n), holdout, tokenizer,
-                      keep=keep, similarity=similarity, engine=engine, report=report is not None)
+                      keep=keep, similarity=similarity, engine=engine, report=report is not None, encoder=encoder)
     kept = done.rows
     phases.update(done.phases)
     t0 = time.perf_counter()
@@ -308,6 +331,7 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     phases["write"] = time.perf_counter() - t0
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n),
                           dedup_similarity=similarity, dedup_kept=done.dedup_kept, dedup_search=done.search,
+                          dedup_by=None if similarity is None else "semantic" if encoder else "minhash",
                           reference_kind=ref.kind if keep is not None else None, engine=engine.kind,
                           workers=engine.workers, phases=phases)
     if recipe.data.group_column:

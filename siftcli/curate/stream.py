@@ -128,7 +128,7 @@ def write_kept(batches: Iterator[dict[str, list]], kept: np.ndarray, path: Path,
 
 
 def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, output: Path,
-                  engine: Engine) -> CurateResult:
+                  engine: Engine, encoder: str | None = None) -> CurateResult:
     """``siftcli filter --stream``: the training source read as a stream, filtered in chunks on ``engine`` exactly as the
     Arrow path filters it, the kept rows written by a second pass."""
     from siftcli.tasks import TASKS
@@ -155,7 +155,8 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
     phases = {"read": time.perf_counter() - t0}
     jobs = stream_chunks(open_stream(), column, d.text_pair_column, d.label_column, labels)
     with engine:
-        done = curate(recipe, Chunks(jobs, column), holdout, tokenizer, keep=keep, similarity=similarity, engine=engine)
+        done = curate(recipe, Chunks(jobs, column), holdout, tokenizer, keep=keep, similarity=similarity, engine=engine,
+                      encoder=encoder)
     kept, n = done.rows, done.pool
     if n == 0:
         raise SiftcliError(f"data: the training data from {d.source!r} is empty")
@@ -166,6 +167,7 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
     phases["write"] = time.perf_counter() - t0
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n), dedup_similarity=similarity,
                           dedup_kept=done.dedup_kept, dedup_search=done.search, reference_kind=kind, engine=engine.kind,
+                          dedup_by=None if similarity is None else "semantic" if encoder else "minhash",
                           workers=engine.workers, phases=phases, source="stream")
     if d.group_column:
         result.groups = {g: c / max(1, len(kept)) for g, c in sorted(groups.items())}
