@@ -241,7 +241,8 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
     sentence another row shares beside a short one can be within 0.7 bigram Jaccard of it (a near-copy by the metric,
     not planted), and every row shares some band of its signature with rows it is far from: the pool that makes the
     near-copy search's candidates grow with shared text. A copy is its original with one word inserted.
-    ``paraphrase``: each row one SST-2 or MR sentence of 8 to 30 words, no sentence twice; a copy is a paraphrase of an
+    ``paraphrase``: each row one MR sentence of 8 to 40 words (about 7,000 distinct: pools up to that size), no
+    sentence twice; a copy is a paraphrase of an
     earlier row (:func:`_paraphrase`: its clauses or words reordered, words swapped for synonyms, or the sentence put in
     a template): the pool that tells near-copies by meaning from near-copies by wording."""
     if shape not in POOL_SHAPES:
@@ -257,8 +258,8 @@ def curation_pool(rows: int, copy_share: float = 0.1, target: int = 2000, evalua
     if shape == "three":
         sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 20)
         per_row, edit = 3, _near_copy
-    elif shape == "paraphrase":
-        sentences = sorted(s for s in {*sst, *(r["text"] for r in other)} if 8 <= len(s.split()) <= 30)
+    elif shape == "paraphrase":  # MR's whole sentences only: SST-2's training rows include phrases of each other
+        sentences = sorted(s for s in {r["text"] for r in other} if 8 <= len(s.split()) <= 40)
         rng.shuffle(sentences)  # drawn without replacement below: no two originals are the same sentence
         per_row, edit = 1, _paraphrase
     else:

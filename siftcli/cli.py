@@ -467,7 +467,7 @@ def filter_(
                                                           "eval_split.")] = False,
     dedup_by: Annotated[str, typer.Option("--dedup-by", help="--dedup: what makes a near-copy: minhash (shared token "
                                                              "bigrams) or semantic (a sentence encoder's embeddings, "
-                                                             "SemDeDup; --similarity is then a cosine, default 0.95).")] = "minhash",
+                                                             "SemDeDup; --similarity is then a cosine, default 0.9).")] = "minhash",
     encoder: Annotated[str, typer.Option("--encoder", help="--dedup-by semantic: the sentence encoder (builtin:minilm, a "
                                                            "model folder or a hub id).")] = "builtin:minilm",
     report: Annotated[str | None, typer.Option("--report", help="Also write why each row was kept or removed, one row "

@@ -127,6 +127,25 @@ def _pr(removed: set[int], planted: set[int]) -> tuple[float, float]:
     return hit / max(1, len(removed)), hit / max(1, len(planted))
 
 
+def _recall_by_kind(folder: Path, removed: set[int]) -> dict[str, float]:
+    """The paraphrase pool's planted copies found, per kind of paraphrase (told from the copy and its original: a
+    template around it, the same words in another order, or else words swapped for synonyms)."""
+    from benchmarks.data import TEMPLATES
+
+    with (folder / "pool.csv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    found: dict[str, list[bool]] = {}
+    for i, r in enumerate(rows):
+        j = int(r["copy_of"])
+        if j < 0:
+            continue
+        copy, original = r["text"], rows[j]["text"]
+        kind = "template" if any(t.format(original) == copy for t in TEMPLATES) else \
+            "reordered" if sorted(copy.split()) == sorted(original.split()) else "synonyms"
+        found.setdefault(kind, []).append(i in removed)
+    return {kind: sum(hits) / len(hits) for kind, hits in sorted(found.items())}
+
+
 def _kept_texts(path: Path) -> list[str]:
     if path.suffix == ".csv":
         with path.open(encoding="utf-8") as f:
@@ -231,7 +250,8 @@ RUNS = {"siftcli x1": ["--dedup", "--keep", "0.5", "--workers", "1"],
         "siftcli dedup x2": ["--dedup", "--workers", "2"],
         "siftcli stream x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--stream"],
         "siftcli report x2": ["--dedup", "--keep", "0.5", "--workers", "2", "--report", "{report}"],
-        "siftcli semantic x2": ["--dedup", "--dedup-by", "semantic", "--workers", "2"]}
+        "siftcli semantic 0.95 x2": ["--dedup", "--dedup-by", "semantic", "--similarity", "0.95", "--workers", "2"],
+        "siftcli semantic 0.9 x2": ["--dedup", "--dedup-by", "semantic", "--similarity", "0.9", "--workers", "2"]}
 
 
 def _key(shape: str, n: int) -> str:
@@ -266,10 +286,14 @@ def _run(sizes: list[int], before: str | None, previous: str | None = None, pool
                     got[f"{label} ({previous})"] = siftcli_run(
                         folder, work, args, f"previous-{label.replace(' ', '-')}", [sys.executable, "-m", "siftcli"],
                         earlier, split_eval=label.endswith("eval_fraction"))
-            for label in ("siftcli dedup x2", "siftcli semantic x2"):  # dedup only: precision and recall of the copies
+            for label in ("siftcli dedup x2", "siftcli semantic 0.95 x2", "siftcli semantic 0.9 x2"):  # dedup only: precision
+                # and recall of the planted copies
                 dedup_out = Path(got.get(label, {}).get("output", "/nonexistent"))
                 if label in wanted and dedup_out.exists():
-                    got[label]["pr"] = _pr(_removed_ids(folder, _kept_texts(dedup_out)), planted)
+                    removed = _removed_ids(folder, _kept_texts(dedup_out))
+                    got[label]["pr"] = _pr(removed, planted)
+                    if shape == "paraphrase":
+                        got[label]["recall_by_kind"] = _recall_by_kind(folder, removed)
             if "datatrove" in wanted:
                 print(f"{shape} {n} rows: datatrove", file=sys.stderr, flush=True)
                 dt = datatrove_run(folder, work)
@@ -480,6 +504,17 @@ def _search_section(results: dict[str, Any]) -> list[str]:
             lines.append(f"{head} {run['wall']:.1f} | {'' if near is None else f'{near:.1f}'} | {run['peak_mb']:,.0f} | "
                          f"{run.get('process_mb', 0):,.0f} | {per} | {'' if pr is None else f'{pr[0]:.3f}'} | "
                          f"{'' if pr is None else f'{pr[1]:.3f}'} | {'' if kept is None else f'{kept:,}'} |")
+    kinds = [(got["rows"], label, run["recall_by_kind"]) for got in results.values() if isinstance(got, dict)
+             for label, run in got.items() if isinstance(run, dict) and run.get("recall_by_kind")]
+    if kinds:
+        names = list(dict.fromkeys(k for _, _, r in kinds for k in r))
+        lines += ["", "The paraphrase pool: planted copies found per kind of paraphrase (recall):", "",
+                  "| rows | tool | " + " | ".join(names) + " | rows a second |", "|---:|---|" + "---:|" * (len(names) + 1)]
+        for rows, label, recall in kinds:
+            wall = next(g[label]["wall"] for g in results.values() if isinstance(g, dict) and g.get("rows") == rows
+                        and g.get("shape") == "paraphrase")
+            lines.append(f"| {rows:,} | {label} | " + " | ".join(f"{recall.get(k, 0):.3f}" for k in names)
+                         + f" | {rows / wall:,.0f} |")
     phases = [(got["shape"], label, run["result"]["phases"]) for got in results.values() if isinstance(got, dict)
               and "shape" in got for label, run in got.items() if isinstance(run, dict) and run.get("result", {}).get("phases")
               and label.startswith("siftcli x")]
