@@ -289,6 +289,14 @@ def compare(
             _emit_json({"run_dir": str(run_dir), **result}) if json_ else console.print(compare_view(result, str(run_dir)))
         return
     if len(targets) == 2:
+        from pathlib import Path
+
+        recipes = [t for t in targets if Path(t).suffix.lower() in (".yaml", ".yml") and Path(t).is_file()]
+        if recipes:
+            other = next(t for t in targets if t != recipes[0])
+            raise SiftcliError(f"compare takes one recipe or two finished run folders; {recipes[0]} is a recipe, so "
+                               f"{other} would be ignored: siftcli compare {recipes[0]} (the arms are trained), or "
+                               "siftcli compare RUN_A RUN_B (two runs compared)")
         result = compare_run_dirs(targets[0], targets[1])
         _emit_json(result) if json_ else console.print(compare_view(result))
         return

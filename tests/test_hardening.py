@@ -487,3 +487,42 @@ def test_a_label_that_is_not_an_id_says_how_to_map_it(tmp_path: Path) -> None:
     rows = ["text,label"] + [f"{t},{'True' if y else 'False'}" for t, y in make_text_rows(40)]
     (tmp_path / "b.csv").write_text("\n".join(rows) + "\n")
     _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, tmp_path / "b.csv")]), "data.label_names")
+
+
+def test_more_bad_input_is_one_line_naming_what_to_do(tmp_path: Path, text_csv: Path) -> None:
+    """Cases of the audit's list that were tracebacks in another's words, or silently accepted."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": pa.array([], pa.string()), "label": pa.array([], pa.int64())}), tmp_path / "zero.parquet")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, tmp_path / "zero.parquet")]), "has no data rows")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"model.config_overrides.num_labels": 5})]),
+                    "model.config_overrides.num_labels 5: the data has 2 labels")
+    same = {"sift.reference.kind": "ngram", "sift.reference.holdout_source": str(text_csv)}
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **same)]), "holdout_source")
+    recipe = _recipe(tmp_path, text_csv)
+    _one_line_error(runner.invoke(app, ["compare", recipe, "-o", str(tmp_path / "c"), "--arm", "sifted:beta=[1,2]"]),
+                    "beta takes one value, not a list")
+    _one_line_error(runner.invoke(app, ["compare", recipe, str(tmp_path / "run1")]), "is a recipe, so")
+    assert not (tmp_path / "run1").exists() and not (tmp_path / "c").exists()
+
+
+def test_a_long_arm_name_gets_a_folder_name_a_file_system_takes() -> None:
+    from siftcli.arms.run import FOLDER_NAME_MAX, folder_name
+
+    long_a, long_b = "variant:name=" + "x" * 300, "variant:name=" + "x" * 299 + "y"
+    assert len(folder_name(long_a)) <= FOLDER_NAME_MAX and folder_name(long_a) != folder_name(long_b)
+    assert folder_name("sifted:beta=2") == "sifted-beta2"  # short names as before
+
+
+def test_a_loader_over_unbatched_samples_says_to_give_a_batch_size() -> None:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from siftcli.sift import SiftConfig, SiftingDataLoader, cross_entropy_loss
+
+    x = torch.randn(16, 4)
+    loader = SiftingDataLoader(DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=None), torch.nn.Linear(4, 2),
+                               cross_entropy_loss, SiftConfig(sift_delay=0), batch_size=4)
+    with pytest.raises(ValueError, match="batch_size=None, so it hands over single samples.*give it a batch_size"):
+        list(loader)

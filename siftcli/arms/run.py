@@ -68,8 +68,17 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
     return metrics
 
 
+#: The longest arm folder name: file systems refuse names over 255 bytes, and a path is read by people too.
+FOLDER_NAME_MAX = 80
+
+
 def folder_name(name: str) -> str:
     """An arm's folder: one path component made of its name, every character but letters, digits, ``.``, ``_`` and
-    ``-`` dropped or turned into ``-`` (a name such as ``variant:name=../../x`` never leaves the comparison's folder)."""
+    ``-`` dropped or turned into ``-`` (a name such as ``variant:name=../../x`` never leaves the comparison's folder);
+    a name longer than :data:`FOLDER_NAME_MAX` is cut there and told apart from others by a hash of the whole name."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name.replace("=", "")).strip("-.")
+    if len(safe) > FOLDER_NAME_MAX:
+        import hashlib
+
+        safe = f"{safe[:FOLDER_NAME_MAX - 9].rstrip('-.')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
     return safe or "arm"

@@ -68,6 +68,10 @@ def _changes(name: str) -> dict[str, Any]:
             raise SiftcliError(f"--arm {name!r}: expected NAME or NAME:key=value,... (e.g. sifted:score=reducible)")
         if key.strip() in out:
             raise SiftcliError(f"--arm {name!r}: {key.strip()} is given twice; give each setting once")
+        if value.strip().startswith(("[", "{")):
+            raise SiftcliError(f"--arm {name!r}: {key.strip()} takes one value, not a list; give an arm per value "
+                               f"(--arm {name.partition(':')[0]}:{key.strip()}=1 --arm {name.partition(':')[0]}:"
+                               f"{key.strip()}=2), or search values with siftcli sweep-beta --param")
         out[key.strip()] = load_yaml_text(value, f"--arm {name}")
     return out
 

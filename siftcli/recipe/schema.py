@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
+import os
 from typing import Any, Literal
 
 import yaml
@@ -368,6 +369,10 @@ class Recipe(_Strict):
                              f"{task.inputs} inputs and {task.labels} labels (text and class needed)")
         if self.sift.precision == "fp16" and self.device == "cpu":
             raise ValueError("sift.precision fp16 needs device cuda; use auto, bf16 or fp32 on a CPU")
+        held, source = self.sift.reference.holdout_source, self.data.source
+        if held and os.path.exists(held) and os.path.realpath(held) == os.path.realpath(source):
+            raise ValueError(f"sift.reference.holdout_source {held!r} is data.source: a reference fitted on the rows it then "
+                             "ranks scores what it has seen; give a file of held-out target rows, or holdout_fraction")
         augment = self.data.augment
         if augment is not None:
             image = augment.kind in IMAGE_AUGMENTS

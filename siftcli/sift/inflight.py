@@ -103,6 +103,7 @@ class InFlight:
         self.depth, self.batch_transform, self.needs_indices = depth, batch_transform, needs_indices
         self.waiting: Arrival | None = None
         self.hooks: list[BatchHook] = []
+        self.unbatched = False  # the wrapped loader has batch_size=None: it hands over what its dataset yields
 
     @property
     def held_batches(self) -> int:
@@ -189,8 +190,10 @@ class InFlight:
         n, indices, todo = pending.n, pending.indices, pending.todo
         expected = n if todo is None else todo.numel()
         if fresh.numel() != expected:
+            hint = ("; the wrapped DataLoader has batch_size=None, so it hands over single samples unless its dataset "
+                    "yields whole batches: give it a batch_size") if self.unbatched and fresh.numel() == 1 else ""
             raise ValueError(f"loss_fn returned {fresh.numel()} losses for a batch of {expected} samples: it must return "
-                             f"one loss per sample, a Tensor of shape [{expected}] (reduction='none', not a mean)")
+                             f"one loss per sample, a Tensor of shape [{expected}] (reduction='none', not a mean){hint}")
         if indices is None:
             return fresh, n
         self.memory.write(indices if todo is None else indices[todo], fresh, self.cursor.epoch)

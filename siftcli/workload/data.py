@@ -251,8 +251,12 @@ def _file_fault(path: Path, fmt: str) -> str | None:
             head = f.read(4)
             f.seek(max(0, path.stat().st_size - 4))
             tail = f.read(4)
-        return None if head == tail == b"PAR1" else "not a Parquet file (it does not begin and end with PAR1); write it " \
-            "with pandas.DataFrame.to_parquet or datasets' to_parquet"
+        if head != b"PAR1" or tail != b"PAR1":
+            return "not a Parquet file (it does not begin and end with PAR1); write it with pandas.DataFrame.to_parquet " \
+                "or datasets' to_parquet"
+        import pyarrow.parquet as pq
+
+        return "has no data rows; the dataset is empty" if pq.ParquetFile(path).metadata.num_rows == 0 else None
     with path.open("rb") as f:
         for number, raw in enumerate(f, start=1):
             try:

@@ -93,6 +93,11 @@ def build_model(
     kind = TASKS[task]
     auto = getattr(transformers, kind.auto_class)
     extra: dict[str, Any] = dict(config_overrides or {})
+    given = extra.get("num_labels")
+    if kind.labels == "class" and num_labels and given is not None and given != num_labels:
+        raise SiftcliError(f"model.config_overrides.num_labels {given!r}: the data has {num_labels} labels "
+                           f"({', '.join(map(str, label_names or range(num_labels)))}); siftcli sizes the classifier head "
+                           "from the data: leave num_labels out (or give data.label_names for labels the data lacks)")
     if kind.labels == "class" and num_labels:
         extra["num_labels"] = num_labels
         if label_names:
