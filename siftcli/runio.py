@@ -37,9 +37,19 @@ def json_safe(obj: Any) -> Any:
 
 
 def _default_mode(path: str) -> None:
-    """mkstemp creates files 0600; results should get the mode any other file would (0666 less the umask)."""
+    """mkstemp creates files 0600 and mkdtemp folders 0700 (and some writers, safetensors among them, write 0600):
+    results should get the mode any other file or folder would (0666, or 0777 for a folder, less the umask); a folder's
+    contents too."""
     mask = os.umask(0)
     os.umask(mask)
+    if os.path.isdir(path):
+        os.chmod(path, 0o777 & ~mask)
+        for root, folders, files in os.walk(path):
+            for name in folders:
+                os.chmod(os.path.join(root, name), 0o777 & ~mask)
+            for name in files:
+                os.chmod(os.path.join(root, name), 0o666 & ~mask)
+        return
     os.chmod(path, 0o666 & ~mask)
 
 
@@ -61,6 +71,7 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, folder: bool = Fa
     try:
         write(tmp)
         if folder:
+            _default_mode(str(tmp))
             if path.exists():
                 shutil.rmtree(path)
         else:
@@ -184,6 +195,10 @@ def _logged_step(line: str) -> float:
 RESULT_FILES = ("metrics.json", "compare.json", "sweep.json", "variants.json", "checkpoint.pt")
 
 
+#: The longest recipe name a default run folder carries (``runs/<name>-<time>``).
+RUN_NAME_MAX = 80
+
+
 def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs", suffix: str = "",
                  resumable: bool = True) -> Path:
     """``runs/<name>-<timestamp>/`` unless ``output`` names a folder; never a folder that already holds a run.
@@ -206,6 +221,10 @@ def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix
     else:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         safe = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip(".-") or "run"  # a name never leaves runs/
+        if len(safe) > RUN_NAME_MAX:  # a file system takes 255 bytes a name; the rest told apart by a hash
+            import hashlib
+
+            safe = f"{safe[:RUN_NAME_MAX - 9].rstrip('.-')}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
         path = Path(root) / f"{safe}{suffix}-{stamp}"
         n = 1
         while path.exists():

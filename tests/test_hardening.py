@@ -526,3 +526,31 @@ def test_a_loader_over_unbatched_samples_says_to_give_a_batch_size() -> None:
                                cross_entropy_loss, SiftConfig(sift_delay=0), batch_size=4)
     with pytest.raises(ValueError, match="batch_size=None, so it hands over single samples.*give it a batch_size"):
         list(loader)
+
+
+def test_a_config_override_the_config_lacks_is_named_with_the_likely_key(tmp_path: Path, text_csv: Path) -> None:
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"model.config_overrides.hiden_size": 8})]),
+                    "model.config_overrides.hiden_size: BertConfig has no such setting; did you mean hidden_size?")
+
+
+def test_a_long_recipe_name_gets_a_run_folder_and_results_get_the_usual_modes(tmp_path: Path, text_csv: Path,
+                                                                            monkeypatch) -> None:
+    """A 300-character name made a run folder name the file system refused ("File name too long", blaming --output);
+    the saved model's folder was 0700 and its weights 0600 under umask 022."""
+    import os
+    import stat
+
+    from siftcli.runio import RUN_NAME_MAX
+
+    monkeypatch.chdir(tmp_path)
+    old = os.umask(0o022)
+    try:
+        result = runner.invoke(app, ["train", _recipe(tmp_path, text_csv, name="n" * 300, epochs=1), "-q"])
+    finally:
+        os.umask(old)
+    assert result.exit_code == 0, result.output
+    (run,) = (tmp_path / "runs").iterdir()
+    assert len(run.name) < RUN_NAME_MAX + 20
+    model = run / "model"
+    assert stat.S_IMODE(model.stat().st_mode) == 0o755
+    assert {stat.S_IMODE(f.stat().st_mode) for f in model.iterdir()} == {0o644}

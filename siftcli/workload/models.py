@@ -138,9 +138,23 @@ def build_model(
         raise _hub_error("model", source, exc, "model.source") from None
 
 
+#: Keywords a config takes that are not kept as attributes of the same name.
+CONFIG_KEYWORDS = ("attn_implementation", "dtype", "torch_dtype")
+
+
 def check_override_types(base: Any, overrides: dict[str, Any]) -> None:
-    """Each ``model.config_overrides`` value of the kind the config's own default is (a whole number where it holds
-    one), so a quoted ``"16"`` is named here rather than in a page of the config class's validation."""
+    """Each ``model.config_overrides`` key one the config has (a config takes any keyword and keeps it: ``hiden_size``
+    would build the default model without a word), and its value of the kind the config's own default is (a whole
+    number where it holds one), so a quoted ``"16"`` is named here rather than in a page of the config class's
+    validation."""
+    import difflib
+
+    for key in overrides:
+        if not hasattr(base, key) and key not in CONFIG_KEYWORDS:
+            known = [k for k in base.to_dict() if not k.startswith("_")]
+            near = difflib.get_close_matches(key, known, n=1)
+            raise SiftcliError(f"model.config_overrides.{key}: {type(base).__name__} has no such setting"
+                               + (f"; did you mean {near[0]}?" if near else f" (it has {', '.join(sorted(known)[:12])}, ...)"))
     for key, value in overrides.items():
         default = getattr(base, key, None)
         if isinstance(default, bool) or default is None:
