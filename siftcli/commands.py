@@ -16,7 +16,7 @@ from typing import Any
 from siftcli import parallel
 from siftcli.analysis.compare import summarise_compare, tracked
 from siftcli.analysis.stats import CompareResult
-from siftcli.arms.context import SeedContext, preflight, prepare, write_label_noise
+from siftcli.arms.context import SeedContext, evaluation_warning, preflight, prepare, write_label_noise
 from siftcli.arms.run import run_arms
 from siftcli.arms.table import check_arms, default_arms, filtered, subject_of
 from siftcli.curate.engines import Engine
@@ -71,6 +71,9 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
         write_label_noise(run_dir, workload)
     elif not trust_data:
         same_data(run_dir, workload)
+    coarse = None if resume else evaluation_warning(workload)
+    if coarse and on_event is not None:
+        on_event("warning", {"message": coarse})
     if use_sift and not resume:
         warning = pilot_check(recipe, workload)
         if warning and on_event is not None:
@@ -226,8 +229,10 @@ def run_compare(recipe: Recipe | None, *, output: str | None = None, seeds: int 
                                                      "seeds": seed_list})
         warning = pilot_check(recipe, first) if pilot else None
     subject = subject_of(chosen)
-    if warning and on_event is not None:
-        on_event("warning", {"message": warning})
+    coarse = evaluation_warning(first)
+    for message in (coarse, warning):
+        if message and on_event is not None:
+            on_event("warning", {"message": message})
     finished: list[dict[str, RunMetrics]] = []
     cached = {recipe.seed: first}
 
@@ -252,6 +257,7 @@ def run_compare(recipe: Recipe | None, *, output: str | None = None, seeds: int 
     result = summarise_compare(all_runs, recipe.eval.target_drop, recipe.name, seed_list, subject)
     result["arms"] = chosen
     result["pilot_warning"] = warning
+    result["evaluation_warning"] = coarse
     result["plots"] = _maybe_plot(run_dir, list(all_runs[0].values()))
     atomic_write_json(run_dir / "compare.json", result)
 

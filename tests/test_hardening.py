@@ -554,3 +554,20 @@ def test_a_long_recipe_name_gets_a_run_folder_and_results_get_the_usual_modes(tm
     model = run / "model"
     assert stat.S_IMODE(model.stat().st_mode) == 0o755
     assert {stat.S_IMODE(f.stat().st_mode) for f in model.iterdir()} == {0o644}
+
+
+def test_too_few_or_one_class_evaluation_rows_are_said_and_a_plan_on_one_class_is_refused(tmp_path: Path) -> None:
+    """A result from 3 evaluation rows, or from rows of one class, says what it cannot tell (it once read as a verdict);
+    a plan, which could never decide on one class, is refused before its folder exists."""
+    rows = make_text_rows(120)
+    (tmp_path / "train.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows[:100]))
+    (tmp_path / "three.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in rows[100:103]))
+    (tmp_path / "one.csv").write_text("text,label\n" + "".join(f"{t},0\n" for t, _ in rows[100:120]))
+    three = _recipe(tmp_path, tmp_path / "train.csv", epochs=1, **{"data.eval_source": str(tmp_path / "three.csv")})
+    out = runner.invoke(app, ["train", three, "-o", str(tmp_path / "t"), "--no-sift"])
+    assert out.exit_code == 0 and "the evaluation has 3 rows: one row moves the metric by 33.3 points" in out.output
+    one = _recipe(tmp_path, tmp_path / "train.csv", epochs=1, **{"data.eval_source": str(tmp_path / "one.csv"),
+                                                                   "data.label_names": ["neg", "pos"]})
+    _one_line_error(runner.invoke(app, ["plan", one, "-o", str(tmp_path / "p")]),
+                    "the evaluation rows hold one class only (20 rows of label 'neg')")
+    assert not (tmp_path / "p").exists()

@@ -108,6 +108,7 @@ class CompareResult(TypedDict):
     verdict: str
     arms: NotRequired[list[str]]
     pilot_warning: NotRequired[str | None]
+    evaluation_warning: NotRequired[str | None]  # too few evaluation rows, or one class: what the numbers cannot say
     plots: NotRequired[list[str]]
 
 

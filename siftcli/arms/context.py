@@ -81,6 +81,28 @@ def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[An
     return workload, run_dir
 
 
+#: Fewer evaluation rows than this, and a run says how coarse its metric is (one row moves it by 100/N points: over
+#: 3 points here, more than most differences between strategies).
+FEW_EVAL_ROWS = 30
+
+
+def evaluation_warning(workload: Any) -> str | None:
+    """What a result measured on these evaluation rows cannot say, in a line: too few rows for differences of a point
+    or two to mean anything, or rows of one class (accuracy then rewards predicting that class). ``None`` where the
+    evaluation can tell runs apart."""
+    rows = getattr(workload, "eval_data", None) or []
+    n = len(rows)
+    labels = {int(r["labels"]) for r in rows if isinstance(r, dict) and isinstance(r.get("labels"), int)} \
+        if getattr(workload, "label_names", None) else set()
+    if n and len(labels) == 1:
+        return (f"the evaluation rows hold one class only ({n} rows of label {workload.label_names[next(iter(labels))]!r}): "
+                "accuracy on them rewards predicting that class; evaluate on rows of every class (data.eval_source)")
+    if 0 < n < FEW_EVAL_ROWS:
+        return (f"the evaluation has {n} rows: one row moves the metric by {100 / n:.1f} points, so differences of a few "
+                "points are noise; give more evaluation rows (data.eval_source, or a larger data.eval_fraction)")
+    return None
+
+
 def write_label_noise(run_dir: Path, workload: Any) -> None:
     """Which training samples ``data.label_noise`` flipped, so every share reported can be checked."""
     if getattr(workload, "noisy", None) is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from siftcli.arms.context import prepare
+from siftcli.arms.context import evaluation_warning, prepare
 from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan import confirm as confirming
@@ -51,6 +51,15 @@ def split_eval(n: int) -> tuple[list[int], list[int]]:
                            "choosing (raise data.eval_fraction or give data.eval_source)")
     order = torch.randperm(n, generator=torch.Generator().manual_seed(SPLIT_SEED)).tolist()
     return sorted(order[: n // 2]), sorted(order[n // 2:])
+
+
+def _decidable(workload: Any) -> None:
+    """Evaluation rows a plan can decide on, checked before its folder exists: enough to halve, of more than one class
+    (on one, every strategy that predicts it ties, and no budget would decide)."""
+    split_eval(len(workload.eval_data))
+    coarse = evaluation_warning(workload)
+    if coarse is not None and "one class only" in coarse:
+        raise SiftcliError(f"siftcli plan: {coarse}")
 
 
 @dataclass(frozen=True)
@@ -300,7 +309,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         studies.check_storage(s.storage, s.study or DEFAULT_STUDY)  # a server that does not answer: now, not later
         candidates, skipped = strategies(recipe)  # before the folder: a recipe it cannot plan leaves none
         built = time.perf_counter()
-        first, folder = prepare(recipe, output, "-plan", check=lambda workload: split_eval(len(workload.eval_data)))
+        first, folder = prepare(recipe, output, "-plan", check=_decidable)
         record = PlanRecord("running", recipe.name, first.metric, s.budget, s.tolerance, s.seeds, candidates=candidates,
                             skipped=skipped, storage=s.storage, study=s.study or DEFAULT_STUDY, workers=s.workers,
                             horizons=[s.seeds], seed_seconds=time.perf_counter() - built, epochs=recipe.epochs)
@@ -317,6 +326,9 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         ps.extend(record.seeds)
     ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
     ps.recover(resumed=bool(resume))
+    coarse = evaluation_warning(first)
+    if coarse is not None:
+        emit("warning", {"message": coarse})
     plan = Plan(recipe, folder, ps, Trials(recipe, rows, {recipe.seed: first}), record, metric(record.metric), emit)
 
     def save() -> None:

@@ -174,8 +174,9 @@ def compare_view(result: CompareResult, run_dir: str | None = None) -> Group:
                 se = "n/a" if v["se"] != v["se"] else f"{v['se']:.2f}"
                 st.add_row(f"sifted − {arm}", f"{v['mean']:+.2f} ± {se}{unit}", v["status"], ", ".join(f"{x:+.2f}" for x in v["values"]))
         parts.append(st)
-    if result.get("pilot_warning"):
-        parts.append(Text(result["pilot_warning"], style="yellow"))
+    for key in ("evaluation_warning", "pilot_warning"):
+        if result.get(key):
+            parts.append(Text(result[key], style="yellow"))
     parts.append(Text("Verdict: " + result["verdict"], style="bold"))
     for p in result.get("plots", []):
         parts.append(Text(f"plot: {p}", style="dim"))
