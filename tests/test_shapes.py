@@ -436,29 +436,37 @@ def test_lightning_step_limits_train_the_planned_steps_with_every_validation(lim
     assert len(set(lengths[:-1])) == 1  # every epoch but the step limit's last the same length
 
 
-@pytest.mark.parametrize("scoring", ["fresh", "memory"])
-def test_the_first_example_trains_the_steps_it_planned_from_len(scoring: str) -> None:
+def first_example(scoring: str, sifted: bool = True, exact_len: bool | None = None) -> dict:
     """docs/library.md's first example as written (the default loader, ``epochs=``, a linear schedule planned from
-    ``len()`` before the first epoch): every planned step runs and the LR ends at 0. With ``exact_len=False`` the same
-    loop once ran 22 of 24 steps (timm's ``train_one_epoch`` and a PEFT loop likewise)."""
+    ``len()`` before the first epoch), on a linear model; ``sifted=False``: the plain loop on the plain loader."""
     model = _model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     base = DataLoader(_rows(96), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0))
-    sifted = SiftingDataLoader(base, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=4, scoring=scoring), epochs=3)
-    planned = 3 * len(sifted)
+    loader = SiftingDataLoader(base, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=4, scoring=scoring), epochs=3,
+                               exact_len=exact_len) if sifted else base
+    planned = 3 * len(loader)
     scheduler = torch.optim.lr_scheduler.LinearLR(optimizer, 1.0, 0.0, planned)
-    steps, per_epoch = 0, []
+    per_epoch = []
     for _ in range(3):
         n = 0
-        for x, y in sifted:
+        for x, y in loader:
             losses = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
-            sifted.training_loss(losses).backward()
+            (loader.training_loss(losses) if sifted else losses.mean()).backward()
             optimizer.step(); scheduler.step(); optimizer.zero_grad()  # noqa: E702
             n += 1
         per_epoch.append(n)
-        steps += n
-    assert steps == planned and per_epoch == [len(sifted)] * 3 and planned < 3 * len(base)
-    assert scheduler.get_last_lr()[0] == 0
+    kept = loader.stats.kept_samples / loader.stats.raw_samples if sifted else 1.0
+    return {"steps": sum(per_epoch), "planned": planned, "per_epoch": per_epoch, "lr": scheduler.get_last_lr()[0],
+            "len": len(loader), "plain_len": len(base), "kept": kept, "offered": loader.stats.raw_samples if sifted else "all"}
+
+
+@pytest.mark.parametrize("scoring", ["fresh", "memory"])
+def test_the_first_example_trains_the_steps_it_planned_from_len(scoring: str) -> None:
+    """Every planned step runs and the LR ends at 0. With ``exact_len=False`` the same loop once ran 22 of 24 steps
+    (timm's ``train_one_epoch`` and a PEFT loop likewise)."""
+    got = first_example(scoring)
+    assert got["steps"] == got["planned"] and got["per_epoch"] == [got["len"]] * 3 and got["len"] < got["plain_len"]
+    assert got["lr"] == 0
 
 
 class _Stream(torch.utils.data.IterableDataset):
@@ -503,26 +511,37 @@ def test_a_stream_sifts_in_a_plain_loop_and_resumes_mid_stream() -> None:
         SiftingDataLoader(DataLoader(_Stream(), batch_size=8), _model(), cross_entropy_loss, SiftConfig(scoring="memory"))
 
 
-def test_sifting_trainer_over_a_stream_runs_max_steps_with_its_schedule_to_the_end(tmp_path: Path) -> None:
-    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+def stream_trainer(folder: Path, sifted: bool = True, max_steps: int = 20) -> object:
+    """The Hugging Face ``Trainer`` (``SiftingTrainer`` when ``sifted``) over a stream with ``max_steps``, trained."""
+    from transformers import BertConfig, BertForSequenceClassification, Trainer, TrainingArguments
 
     from siftcli.integrations.hf import SiftingTrainer
 
     torch.manual_seed(0)
     model = BertForSequenceClassification(BertConfig(vocab_size=32, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                                      intermediate_size=32, max_position_embeddings=8))
-    args = TrainingArguments(output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=8, report_to=[],
+    args = TrainingArguments(output_dir=str(folder), max_steps=max_steps, per_device_train_batch_size=8, report_to=[],
                              use_cpu=True, disable_tqdm=True, logging_steps=5, save_strategy="no", lr_scheduler_type="linear")
     trainer = SiftingTrainer(model=model, args=args, train_dataset=_Stream(dicts=True),
-                             sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=0))
-    out = trainer.train()
-    assert out.global_step == 20 and trainer.lr_scheduler.get_last_lr()[0] == 0
+                             sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=0)) if sifted else \
+        Trainer(model=model, args=args, train_dataset=_Stream(dicts=True))
+    trainer.train()
+    return trainer
+
+
+def test_sifting_trainer_over_a_stream_runs_max_steps_with_its_schedule_to_the_end(tmp_path: Path) -> None:
+    from transformers import TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    trainer = stream_trainer(tmp_path)
+    assert trainer.state.global_step == 20 and trainer.lr_scheduler.get_last_lr()[0] == 0
     kept = [h["sift_kept_fraction"] for h in trainer.state.log_history if "sift_kept_fraction" in h]
     assert kept and 0.3 < kept[-1] < 0.9
     args = TrainingArguments(output_dir=str(tmp_path), num_train_epochs=1, per_device_train_batch_size=8, report_to=[],
                              use_cpu=True, disable_tqdm=True)
     with pytest.raises(ValueError, match="max_steps has to be specified"):  # the Trainer's own word, as for the plain one
-        SiftingTrainer(model=model, args=args, train_dataset=_Stream(dicts=True)).train()
+        SiftingTrainer(model=trainer.model, args=args, train_dataset=_Stream(dicts=True)).train()
 
 
 def fabric_run(folder: Path, scoring: str, stop: int | None = None, load: bool = False) -> tuple[list[torch.Tensor], int]:

@@ -307,6 +307,51 @@ def lightning(epochs: int, tmp: str) -> list[Row]:
     return out
 
 
+def more_shapes(tmp: str) -> list[Row]:
+    """The shapes added since the first table, from the code ``tests/test_shapes.py`` asserts on: Lightning's step
+    limits (``limit_train_batches`` as a count and a fraction, ``max_steps`` without ``max_epochs``), the docs' first
+    example (a hand-written loop planning its schedule from ``len()``; also with ``exact_len=False``, the shape the
+    default was changed for), streamed data under the Trainer with ``max_steps``; each beside its plain counterpart."""
+    from tests.test_shapes import first_example, lightning_run, stream_trainer
+
+    out = []
+    for limits in ({"max_epochs": 3, "limit_train_batches": 5}, {"max_epochs": 3, "limit_train_batches": 0.5},
+                   {"max_steps": 20}):
+        name = "Lightning " + ", ".join(f"{k}={v}" for k, v in limits.items())
+        for sifted in (False, True):
+            r = lightning_run(sifted, **limits)
+            out.append(Row(name, "sifted" if sifted else "plain", r["steps"], r["planned"], "-", "-", r["validations"],
+                           round(r["lr"], 6), f"steps per epoch {list(r['per_epoch'].values())}"))
+    for label, kwargs in (("plain", {"sifted": False}), ("sifted", {}), ("sifted, exact_len=False", {"exact_len": False})):
+        r = first_example("fresh", **kwargs)
+        out.append(Row("a loop planning its schedule from len() (docs' first example)", label, r["steps"], r["planned"],
+                       r["offered"], round(r["kept"], 3), "-", round(r["lr"], 6), f"steps per epoch {r['per_epoch']}"))
+    for sifted in (False, True):
+        trainer = stream_trainer(Path(tmp) / f"stream-{sifted}", sifted=sifted)
+        kept = [h["sift_kept_fraction"] for h in trainer.state.log_history if "sift_kept_fraction" in h]
+        out.append(Row("HF Trainer over a stream (IterableDataset), max_steps=20", "sifted" if sifted else "plain",
+                       trainer.state.global_step, trainer.state.max_steps, "-", round(kept[-1], 3) if kept else 1.0, "-",
+                       trainer.lr_scheduler.get_last_lr()[0]))
+    return out
+
+
+def fabric_resumes(tmp: str) -> dict[str, Any]:
+    """Lightning Fabric (``setup_dataloaders``, then the wrap; ``fabric.save``/``load`` with the loader in the state),
+    stopped at step 10 and resumed in a loader made afresh: weights equal to the uninterrupted run's."""
+    from tests.test_shapes import fabric_run
+
+    out = {}
+    for scoring in ("fresh", "memory"):
+        folder = Path(tmp) / f"fabric-{scoring}"
+        folder.mkdir()
+        whole, steps = fabric_run(folder, scoring)
+        fabric_run(folder, scoring, stop=10)
+        resumed, again = fabric_run(folder, scoring, load=True)
+        out[f"Lightning Fabric, {scoring} scoring, fabric.save at step 10"] = {
+            "steps": [steps, again], "weights_equal": all(torch.equal(a, b) for a, b in zip(whole, resumed, strict=True))}
+    return out
+
+
 def torchrun_rows(tmp: str) -> list[Row]:
     """tests/dist_hf_trainer.py and tests/dist_lightning.py on 2 processes (gloo), sifted and plain."""
     env = {**os.environ, "SIFTCLI_DIST_TIMEOUT": "60", "OMP_NUM_THREADS": "1"}
@@ -336,11 +381,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--torchrun", action="store_true", help="also the 2-process runs (about a minute each)")
     opts = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        rows = hugging_face(opts.epochs, tmp) + lightning(opts.epochs, tmp) + accelerate_and_tutorial()
+        rows = hugging_face(opts.epochs, tmp) + lightning(opts.epochs, tmp) + accelerate_and_tutorial() + more_shapes(tmp)
         if opts.torchrun:
             rows += torchrun_rows(tmp)
         resume = resume_check(tmp)
-        more = more_resumes(tmp)
+        more = {**more_resumes(tmp), **fabric_resumes(tmp)}
     print("| shape | loader | steps | planned | rows offered (rank 0) | kept | evaluations | final LR | also checked |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
