@@ -616,3 +616,22 @@ def test_two_machines_started_together_on_postgresql_share_one_plan(postgres_url
     assert records[0]["answer"] == records[1]["answer"] and records[0]["pick"] == records[1]["pick"]
     done = [t for t in _trials(postgres_url, "plan-together") if t.state.name == "COMPLETE"]
     assert len({t.params["job"] for t in done}) == len(done)
+
+
+def test_a_subsets_time_is_its_share_of_the_baselines_not_one_short_jobs_seconds() -> None:
+    """A strategy that trains a third of the pool on the same schedule costs a third of the baseline's training plus
+    its measured work before training, whatever its screen job measured on a busy machine (once 1.45 of the
+    baseline's, and the best strategy of the regime was stopped as slower); online sifting's cost is measured."""
+    from siftcli.plan.record import Candidate, Trial
+    from siftcli.plan.search import SCREEN, full_time, ranked
+
+    def cand(arm: str, family: str, pool: float, ratio: float, extra: float = 0.0) -> Candidate:
+        t = Trial(arm, SCREEN, 1.0, 0.8, 0.7, ratio, "complete", gap=+6.9, noise=1.0, predicted_ratio=ratio)
+        return Candidate(arm, family, "", pool, trials=[t], extra_cost=extra, fixed_cost=0.02)
+
+    target = cand("target-only", "target-only", 1 / 3, 1.45)
+    online = cand("sifted:m", "online", 0.5, 1.45, extra=0.05)
+    assert full_time(target, 100.0) == pytest.approx(100 * (1 / 3 + 0.02))
+    assert full_time(online, 100.0) == pytest.approx(145.0)  # measured: its scoring is not known from structure
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, candidates=[target, online])
+    assert [c.arm for c in ranked(record, SCREEN)] == ["target-only"]  # the slow measurement no longer stops it

@@ -122,9 +122,25 @@ def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference
         first + (0.0 if reference_paid else unit * candidate.fixed_cost)
 
 
+def structural(candidate: Candidate) -> bool:
+    """Whether a candidate's training cost follows from its structure: it trains a known share of the baseline's steps
+    with nothing computed per step beyond them (a subset, fewer epochs, near-copies removed); only its work before
+    training (a reference's build, a near-copy search) is measured. Its time is then that share of the baseline's, not
+    one short job's seconds scaled up: a screen job of a few seconds on a busy machine once measured 1.45 of the
+    baseline's for a strategy training a third of its steps, and the plan dropped the best strategy as slower."""
+    return candidate.family in STRUCTURAL_FAMILIES and not candidate.extra_cost and not candidate.first_epoch_cost
+
+
+#: The families whose training is a known share of the baseline's steps, with nothing computed per step beyond them.
+STRUCTURAL_FAMILIES = ("fewer-epochs", "filter", "dedup", "dedup+filter", "target-only")
+
+
 def full_time(candidate: Candidate, unit: float) -> float:
     """Its predicted full-schedule seconds, the reference paid (what ties are broken by and what must beat the unit):
-    the highest rung's time ratio scaled to the whole schedule, or before any rung its shares of a run."""
+    for a :func:`structural` candidate its share of the baseline's training plus its measured work before training;
+    else the highest rung's time ratio scaled to the whole schedule, or before any rung its shares of a run."""
+    if structural(candidate):
+        return unit * (steps_share(candidate) + candidate.fixed_cost + candidate.upfront_cost)
     ran = [t for t in candidate.trials if t.status == "complete" and t.predicted_ratio is not None]
     if ran:
         return unit * ran[-1].predicted_ratio  # type: ignore[operator]
