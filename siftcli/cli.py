@@ -442,8 +442,9 @@ def plan(
                 left = data.get("left")
                 where = f"rung {data['fidelity']:.2f}" if "fidelity" in data else \
                     f"seed {data['seed']}" if "seed" in data else "another process is training"
-                err_console.print(f"plan: {data['phase']} {data['arm']} ({where}"
-                                  + (f", {left:.0f} s left in the budget)" if left is not None else ")"), highlight=False)
+                budget = "" if left is None else f", {left:.0f} s left in the search's budget" if left >= 0 else \
+                    f", the search's budget spent, {-left:.0f} s over"
+                err_console.print(f"plan: {data['phase']} {data['arm']} ({where}{budget})", highlight=False)
             elif kind != "plan":
                 progress(kind, data)
 

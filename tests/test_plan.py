@@ -357,7 +357,15 @@ def test_an_inconclusive_confirmation_is_extended_by_a_resumed_plan_with_more_se
 
     monkeypatch.setattr(confirm, "look", lambda diffs, alpha, tol: Look(len(diffs), alpha, 0.0, -5.0, 5.0, "open"))
     recipe = load_recipe(_recipe(tmp_path))
-    _, first = run_plan(recipe, PlanSettings(budget=30, tolerance=100, seeds=2), output=str(tmp_path / "plan"))
+    lines: list[dict] = []
+    _, first = run_plan(recipe, PlanSettings(budget=30, tolerance=100, seeds=2), output=str(tmp_path / "plan"),
+                        on_event=lambda k, d: lines.append(d) if k == "plan" else None)
+    # the progress lines and the record tell of one budget: the search's, in seconds as it was decided; the
+    # confirmation's lines none (a plan once said "-826 s left in the budget" where its record said 1,684 of 1,733)
+    budget = first.search_budget_seconds
+    searched = [d["left"] for d in lines if d["phase"] == "search" and d["left"] is not None]
+    assert budget and searched and all(left <= budget for left in searched)
+    assert all(d["left"] is None for d in lines if d["phase"] == "confirm")
     assert first.confirmations and first.confirmations[0].stopped == "inconclusive" and first.pick == "baseline"
     assert "inconclusive after 2 seeds" in first.answer
     with pytest.raises(SiftcliError, match="confirms up to 2 seeds already"):

@@ -132,6 +132,8 @@ class PlanRecord:
     seed_seconds: float = 0.0  # building a seed's workload (its model and data), paid by the first job of a new seed
     epochs: float = 1.0  # the recipe's: what is paid once, in the first epoch, is priced by it
     unit_source: str = ""  # predicted (from the screen's baseline) or measured (the confirmation's baselines)
+    search_budget_seconds: float | None = None  # the search's budget in seconds as its last phase was decided (with
+    #                                             the unit it knew then): what the progress lines and the record say
     screen_noise: float | None = None  # one run's noise at the screen, in metric points
     untrained_metric: float | None = None  # validation, before any training: what a rung must beat to say anything
     screen_fidelity: float = 0.125  # the share of the schedule the candidates were screened at (raised while the

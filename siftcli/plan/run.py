@@ -153,15 +153,18 @@ class Plan:
         return k >= self.record.seeds or (conf is not None and conf.stopped != "")
 
     def left(self) -> float | None:
-        """Seconds left in the search's budget (None until the screen's baseline set the unit)."""
-        unit = self.record.baseline_seconds
-        return None if unit is None else searching.budget_seconds(self.record) - self.record.search_seconds
+        """Seconds left in the search's budget, as its phases were decided (negative: over it; None until the screen's
+        baseline set the unit). The confirmation has no share of it: its lines show none."""
+        budget = self.record.search_budget_seconds
+        return None if budget is None else budget - self.record.search_seconds
 
     def decide(self, phase: int) -> tuple[list[Any], PlannerNotes]:
         """The jobs of ``phase``, from the finished ones (run by the one process that claims the phase)."""
         t0 = time.perf_counter()
         done, _ = self.refresh()
         record, seed, extra = self.record, self.recipe.seed, self.study.extra()
+        if searching.is_search(phase) and record.baseline_seconds is not None:  # the budget the search decides with
+            record.search_budget_seconds = searching.budget_seconds(record)
         if phase == searching.BASELINES:
             return searching.search_baselines(seed), {}
         if phase in searching.DEEPENING:
@@ -213,7 +216,8 @@ class Plan:
             def waiting(what: str) -> None:
                 nonlocal told
                 if not told:
-                    self.emit("plan", {"phase": "wait", "arm": what, "left": self.left()})
+                    self.emit("plan", {"phase": "wait", "arm": what,
+                                       "left": self.left() if searching.is_search(phase) else None})
                     told = True
 
             self.study.queue_phase(phase, lambda: self.decide(phase), lambda: waiting("the next phase's jobs"))
@@ -239,7 +243,7 @@ class Plan:
         where = {"fidelity": job.fidelity} if job.split == "validation" else {"seed": job.seed}
         try:
             self.emit("plan", {"phase": "search" if job.split == "validation" else "confirm", "arm": job.arm, **where,
-                               "left": self.left()})
+                               "left": self.left() if job.split == "validation" else None})
             result = self.trials.run(job, self.folder, base.run if base is not None else None, self.emit)
         except (KeyboardInterrupt, RunInterrupted):
             self.study.give_back(trial, "interrupted: its plan was stopped")

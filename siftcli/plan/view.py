@@ -95,8 +95,9 @@ def plan_view(record: PlanRecord, folder: str) -> Group:
     cost = record.search_seconds + record.confirm_seconds
     unit = record.baseline_seconds or 1.0
     lines = [f"answer: {record.answer}",
-             f"the plan cost {cost:.0f} s = {cost / unit:.1f} baseline runs (search {record.search_seconds / unit:.1f}, "
-             f"confirmation {record.confirm_seconds / unit:.1f})"
+             f"the plan cost {cost:.0f} s = {cost / unit:.1f} baseline runs (search {record.search_seconds / unit:.1f}"
+             + (f": {record.search_seconds:.0f} s of its {record.search_budget_seconds:.0f} s budget"
+                if record.search_budget_seconds else "") + f", confirmation {record.confirm_seconds / unit:.1f})"
              + (f"; it pays back after {record.payback_runs:.1f} training runs" if record.payback_runs else ""),
              f"recipe: {record.recipe_out}" + (f" (trains on {record.data_out})" if record.data_out else ""),
              f"folder: {folder}"]
