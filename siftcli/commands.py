@@ -212,7 +212,8 @@ def run_compare(recipe: Recipe | None, *, output: str | None = None, seeds: int 
     seed's own initial weights and split; paired statistics over seeds; a verdict that says what to do.
 
     ``resume``: an interrupted comparison's folder, continued with the recipe, arms and seeds it started with; the arms
-    that finished there are read back, the one that was running is trained again from its seed's initial weights."""
+    that finished there are read back, the one that was running continues from the checkpoint its interrupt left (or,
+    with none, trains again from its seed's initial weights)."""
     if resume:
         run_dir, recipe, chosen, seed_list = _compare_to_resume(resume, trust_data)
         preflight(recipe)
@@ -243,7 +244,8 @@ def run_compare(recipe: Recipe | None, *, output: str | None = None, seeds: int 
     try:
         all_runs = run_arms(recipe, chosen, seed_list, run_dir, subject=subject,
                             on_event=trackers.wrap(on_event) if trackers else on_event, workloads=workloads, live=finished,
-                            finished=_finished_arm if resume else None)
+                            finished=_finished_arm if resume else None,
+                            interrupted=_interrupted_arm if resume else None)
     except BaseException as exc:
         if trackers:
             trackers.abort()  # the arm that was running and the comparison's own run end marked interrupted
@@ -292,6 +294,16 @@ def _compare_to_resume(resume: str, trust_data: bool) -> tuple[Path, Recipe, lis
     same_sources(folder, recipe, trust_data)  # the finished arms were measured on the files as they were
     check_arms(recipe, arms, subject_of(arms))
     return folder, recipe, arms, seeds
+
+
+def _interrupted_arm(folder: Path) -> bool:
+    """An arm an interrupt stopped in ``folder`` with a checkpoint to continue from (``metrics.json`` says
+    interrupted, ``checkpoint.pt`` is there)."""
+    try:
+        metrics = read_json(folder / "metrics.json") if (folder / "metrics.json").exists() else None
+    except SiftcliError:
+        return False
+    return isinstance(metrics, dict) and metrics.get("status") == "interrupted" and (folder / "checkpoint.pt").exists()
 
 
 def _finished_arm(folder: Path) -> RunMetrics | None:

@@ -164,18 +164,31 @@ def test_ctrl_c_in_train_keeps_results_and_resume_finishes(tiny_recipe, tmp_path
     assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
 
 
-def test_ctrl_c_in_compare_keeps_finished_arms_and_the_printed_resume_finishes_it(tiny_recipe, tmp_path: Path,
+def test_ctrl_c_in_compare_keeps_finished_arms_and_the_printed_resume_continues_the_interrupted_one(tiny_recipe, tmp_path: Path,
                                                                                    monkeypatch) -> None:
     """An interrupted comparison continues with the command it prints: the finished baseline is read back, not trained
-    again; the interrupted arm and the rest train from their seed's initial weights; the result is the uninterrupted
-    comparison's (arms that train by steps, so the numbers are exact)."""
+    again; the interrupted arm continues from the checkpoint its Ctrl-C left; the rest train from their seed's initial
+    weights; the result is the uninterrupted comparison's (arms that train by steps, so the numbers are exact)."""
+    import os
     import shlex
+    import signal
+
+    import siftcli.arms.run as arms_run
+    import siftcli.training.loop as train_module
 
     recipe = str(tiny_recipe())
     whole = runner.invoke(app, ["compare", recipe, "-o", str(tmp_path / "whole"), "--arm", "random-keep", "-q", "--json"])
     assert whole.exit_code == 0, whole.output
     out = tmp_path / "cmp"
-    _interrupt_after(monkeypatch, 40)  # the baseline has 30 steps: this lands in the sifted arm
+    real, count = train_module.lr_factor, {"n": 0}
+
+    def ctrl_c_at_step_40(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        count["n"] += 1
+        if count["n"] == 40:  # the baseline has 30 steps: this lands in the sifted arm; a real SIGINT stops the arm at
+            os.kill(os.getpid(), signal.SIGINT)  # the step's end, with a checkpoint
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(train_module, "lr_factor", ctrl_c_at_step_40)
     result = runner.invoke(app, ["compare", recipe, "-o", str(out), "--arm", "random-keep", "-q"])
     assert result.exit_code == 130 and "continue with: siftcli compare --resume" in result.output.replace("\n", "")
     data = json.loads((out / "compare.json").read_text())
@@ -183,8 +196,12 @@ def test_ctrl_c_in_compare_keeps_finished_arms_and_the_printed_resume_finishes_i
     assert json.loads((out / "sifted" / "metrics.json").read_text())["status"] == "interrupted"
     baseline_written = (out / "baseline" / "metrics.json").stat().st_mtime_ns
     monkeypatch.undo()
+    resumes: dict[str, bool] = {}
+    train = arms_run.train
+    monkeypatch.setattr(arms_run, "train", lambda *a, **k: resumes.update({k["arm"]: k["resume"]}) or train(*a, **k))
     printed = result.output.replace("\n", "").split("continue with: ")[1].strip()
     resumed = runner.invoke(app, [*shlex.split(printed)[1:], "-q", "--json"])
+    assert resumes == {"sifted": True, "random-keep": False}  # the baseline read back, the sifted arm continued
     assert resumed.exit_code == 0, resumed.output
     assert (out / "baseline" / "metrics.json").stat().st_mtime_ns == baseline_written  # read back, not trained again
     a, b = json.loads(whole.stdout), json.loads(resumed.stdout)

@@ -22,14 +22,16 @@ from siftcli.workload.build import build_workload
 def run_arms(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *, subject: str = "sifted",
              on_event: Event | None = None, workloads: Callable[[Recipe], Any] | None = None,
              live: list[dict[str, RunMetrics]] | None = None,
-             finished: Callable[[Path], RunMetrics | None] | None = None) -> list[dict[str, RunMetrics]]:
+             finished: Callable[[Path], RunMetrics | None] | None = None,
+             interrupted: Callable[[Path], bool] | None = None) -> list[dict[str, RunMetrics]]:
     """Every arm of ``arms`` (with what they need) for every seed; returns each seed's metrics by arm.
 
     Each seed builds its own workload (``workloads``, default :func:`~siftcli.workload.build.build_workload`): its own
     initial weights and, where the data has no fixed split, its own split; its arms share them and the data order.
     ``live`` (a list) holds each seed's arms as they finish, so a caller keeps them when a run is interrupted.
     ``finished(folder)``: an arm that already finished there (a resumed comparison), read instead of trained again; the
-    arms after it derive from it as they would from a fresh run.
+    arms after it derive from it as they would from a fresh run. ``interrupted(folder)``: an arm stopped there with a
+    checkpoint, continued from it (the run's own exact resume) instead of trained from its start.
     """
     order = check_arms(recipe, arms, subject)
     out: list[dict[str, RunMetrics]] = [] if live is None else live
@@ -40,16 +42,19 @@ def run_arms(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
         seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
         out.append(ctx.runs)
         for name in seed_order(order, position, subject):
-            done = finished(seed_dir / folder_name(name)) if finished is not None else None
-            ctx.runs[name] = done if done is not None else run_one(ctx, name, seed_dir / folder_name(name), on_event)
+            where = seed_dir / folder_name(name)
+            done = finished(where) if finished is not None else None
+            ctx.runs[name] = done if done is not None else run_one(
+                ctx, name, where, on_event, resume=interrupted is not None and interrupted(where))
         ran = dict(ctx.runs)  # each seed's record lists its arms in the table's order, whatever order they ran in
         ctx.runs.clear()
         ctx.runs.update({name: ran[name] for name in order})
     return out
 
 
-def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None) -> RunMetrics:
-    """One arm of a seed, from the seed's initial weights."""
+def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = None, resume: bool = False) -> RunMetrics:
+    """One arm of a seed, from the seed's initial weights (``resume``: from the checkpoint an interrupt left in
+    ``folder``)."""
     ensure_writable(folder)
     if on_event is not None:
         on_event("arm", {"arm": name, "seed": ctx.recipe.seed})
@@ -62,7 +67,7 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
         reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
     workload.model.load_state_dict(ctx.initial)
     metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event,
-                    upfront=plan.upfront)
+                    upfront=plan.upfront, resume=resume)
     if plan.subset is not None:
         metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
     return metrics
