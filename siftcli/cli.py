@@ -479,6 +479,9 @@ def filter_(
                                                              "SemDeDup; --similarity is then a cosine, default 0.9).")] = "minhash",
     encoder: Annotated[str, typer.Option("--encoder", help="--dedup-by semantic: the sentence encoder (builtin:minilm, a "
                                                            "model folder or a hub id).")] = "builtin:minilm",
+    work_dir: Annotated[str | None, typer.Option("--work-dir", help="Keep the chunk files (tokens, embeddings) in this "
+                                                                 "folder: run again, a semantic filter reads back the "
+                                                                 "embeddings it made.")] = None,
     report: Annotated[str | None, typer.Option("--report", help="Also write why each row was kept or removed, one row "
                                                                 "per input row (.parquet or .jsonl), with a summary "
                                                                 "and a histogram PNG beside it.")] = None,
@@ -514,7 +517,7 @@ def filter_(
 
         similarity = DEFAULT_COSINE if semantic else DEFAULT_SIMILARITY
     result = run_filter(cfg, keep, output, similarity if dedup else None, engine=where, stream=stream, report=report,
-                        encoder=encoder if semantic else None)
+                        encoder=encoder if semantic else None, work_dir=work_dir)
     if json_:
         _emit_json(dataclasses.asdict(result))
         return

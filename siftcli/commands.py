@@ -106,7 +106,7 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
 
 def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | None = None, *,
                engine: Engine | None = None, stream: bool = False, report: str | None = None,
-               encoder: str | None = None) -> CurateResult:
+               encoder: str | None = None, work_dir: str | None = None) -> CurateResult:
     """Filter once, before training, and write the kept training rows with the data's own columns to ``output``
     (``.csv``, ``.tsv`` or ``.jsonl``), ready to be a recipe's ``data.source``. ``dedup``: drop near-copies first
     (Jaccard similarity of token bigrams at least this; :mod:`siftcli.curate.dedup`); ``keep``: then keep this fraction
@@ -116,7 +116,8 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     (:mod:`siftcli.curate.stream`: a hub dataset never downloaded whole). ``report``: a ``.parquet`` or ``.jsonl`` file
     with every pool row's decision and why (:mod:`siftcli.curate.report`), its summary in the result. ``encoder``:
     near-copies by meaning (:mod:`siftcli.curate.semantic`: ``dedup`` is then a cosine similarity of that sentence
-    encoder's embeddings). Returns what was kept and its cost."""
+    encoder's embeddings); ``work_dir``: a folder its chunk files stay in, so a semantic filter run again (after an
+    interrupt) reads back the embeddings it made. Returns what was kept and its cost."""
     if keep is None and dedup is None:
         raise SiftcliError("siftcli filter: give --keep F (the reference's static filter), --dedup (near-copies), or both")
     if keep is not None and not 0 < keep <= 1:
@@ -164,7 +165,12 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
                                "read their source as a stream")
         return filter_stream(recipe, keep, dedup, path, engine, encoder=encoder)
     if streamable(recipe, keep) is None:
-        return filter_pool(recipe, keep, dedup, path, engine, write_table, report=report_path, encoder=encoder)
+        work = None
+        if work_dir is not None:
+            ensure_writable(Path(work_dir), "--work-dir")
+            work = Path(work_dir)
+        return filter_pool(recipe, keep, dedup, path, engine, write_table, report=report_path, encoder=encoder,
+                           work_dir=work)
     return _filter_in_memory(recipe, keep, dedup, path)
 
 

@@ -109,3 +109,27 @@ def test_semantic_dedup_keeps_the_same_rows_on_every_engine(tmp_path: Path, engi
         pipeline.CHUNK_ROWS = chunk
     assert one.dedup_kept == many.dedup_kept == len(SENTENCES)
     assert (tmp_path / "one.csv").read_bytes() == (tmp_path / "many.csv").read_bytes()
+
+
+def test_a_semantic_filter_run_again_in_its_work_dir_reads_back_its_embeddings(tmp_path: Path, monkeypatch) -> None:
+    """``--work-dir`` keeps the chunk files: a second run over the same texts embeds nothing (an interrupted filter goes
+    on where it stopped), keeps the same rows, and a changed text is embedded afresh (files are named by their texts)."""
+    from siftcli.curate import semantic
+    from siftcli.recipe.reader import load_recipe
+
+    recipe = load_recipe(_pool(tmp_path))
+    calls: list[int] = []
+    embed_now = semantic.embed
+    monkeypatch.setattr(semantic, "embed", lambda texts, *a, **k: calls.append(len(texts)) or embed_now(texts, *a, **k))
+    work = tmp_path / "work"
+    first = run_filter(recipe, None, str(tmp_path / "a.csv"), 0.85, engine=Engine(workers=1), encoder="builtin:minilm",
+                       work_dir=str(work))
+    assert calls == [13] and any(work.glob("embeddings-*.npy"))
+    again = run_filter(recipe, None, str(tmp_path / "b.csv"), 0.85, engine=Engine(workers=1), encoder="builtin:minilm",
+                       work_dir=str(work))
+    assert calls == [13] and again.dedup_kept == first.dedup_kept  # read back, not embedded again
+    assert (tmp_path / "a.csv").read_bytes() == (tmp_path / "b.csv").read_bytes()
+    (tmp_path / "pool.csv").write_text((tmp_path / "pool.csv").read_text().replace("worst", "poorest"))
+    run_filter(recipe, None, str(tmp_path / "c.csv"), 0.85, engine=Engine(workers=1), encoder="builtin:minilm",
+               work_dir=str(work))
+    assert calls == [13, 13]  # another text: another file

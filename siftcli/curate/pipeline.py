@@ -133,19 +133,22 @@ class Chunks:
 
 def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *, keep: float | None,
            similarity: float | None, engine: Engine, on_phase: Any = None, report: bool = False,
-           encoder: str | None = None) -> Curated:
+           encoder: str | None = None, work_dir: Path | None = None) -> Curated:
     """The rows to keep of the pool and what choosing them took. ``holdout``: the holdout's rows (a
     ``datasets.Dataset``) when the recipe's reference ranks by one; ``report``: also every pool row's decision
     (:class:`~siftcli.curate.report.Fates`: its near-copy representative and their similarity, its score, the cut);
     ``encoder``: near-copies by meaning (:mod:`.semantic`, cosine ``similarity`` of that encoder's embeddings) instead
-    of by shared token bigrams."""
+    of by shared token bigrams; ``work_dir``: the chunk files' folder, kept after the run (its embeddings are read back
+    by the next run over the same texts: an interrupted semantic filter goes on), instead of a temporary one."""
     jobs, count, rows_hint, column = pool.jobs, pool.count, pool.rows_hint, pool.column
     phases: dict[str, float] = {}
     kind = recipe.sift.reference.kind if keep is not None else None
     if kind is not None and kind not in STREAMED_REFERENCES:
         raise SiftcliError(f"sift.reference.kind {kind}: the streamed filter ranks by ngram or naive-bayes")
     head, tail = markers(tokenizer)
-    folder = tempfile.mkdtemp(prefix="siftcli-curate-")
+    folder = str(work_dir) if work_dir is not None else tempfile.mkdtemp(prefix="siftcli-curate-")
+    if work_dir is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
     try:
         ctx = Context(backend(tokenizer, recipe.max_length) or tokenizer, recipe.max_length, folder, head, tail,
                       want_sketches=similarity is not None and encoder is None, want_counts=kind == "ngram",
@@ -232,7 +235,8 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
             out.fates.labels = np.concatenate([s.labels for s in scans]) if scans else np.zeros(0, np.int64)
         return out
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if work_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fit(kind: str, recipe: Recipe, holdout: Any, column: str, tokenizer: Any, scans: list[Scan],
@@ -296,7 +300,8 @@ def recipe_tokenizer(recipe: Recipe) -> Any:
 
 
 def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, output: Path, engine: Engine,
-                write: Any, report: Path | None = None, encoder: str | None = None) -> CurateResult:
+                write: Any, report: Path | None = None, encoder: str | None = None,
+                work_dir: Path | None = None) -> CurateResult:
     """``siftcli filter`` on the streamed path: the recipe's training rows (as ``siftcli train`` splits them: the same
     evaluation and holdout rows set aside) filtered in chunks on ``engine``; the kept rows written by ``write(rows,
     path)`` with the data's own columns; ``report``: every pool row's decision written there, and its summary."""
@@ -322,7 +327,8 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     jobs = read_chunks(splits.train, splits.input_column, recipe.data.text_pair_column, held, CHUNK_ROWS)
     with engine:
         done = curate(recipe, Chunks(jobs, splits.input_column, -(-len(splits.train) // CHUNK_ROWS), n), holdout, tokenizer,
-                      keep=keep, similarity=similarity, engine=engine, report=report is not None, encoder=encoder)
+                      keep=keep, similarity=similarity, engine=engine, report=report is not None, encoder=encoder,
+                      work_dir=work_dir)
     kept = done.rows
     phases.update(done.phases)
     t0 = time.perf_counter()

@@ -78,12 +78,16 @@ def embed(texts: list[str], path: str, max_length: int = 128, threads: int = 0) 
 
 
 def embed_chunk(folder: str, k: int, texts: list[str], path: str, max_length: int, threads: int = 0) -> np.ndarray:
-    """A chunk's embeddings, read back from ``folder`` where a job embedded it before, else embedded and kept there."""
-    saved = Path(folder) / f"embeddings-{k:06d}.npy"
+    """A chunk's embeddings, read back from ``folder`` where a job embedded the same texts with the same encoder before
+    (the file is named by a hash of both: a changed source or encoder never reads stale vectors), else embedded and
+    kept there. With ``siftcli filter --work-dir`` the folder outlives the run, so an interrupted filter embeds only the
+    chunks it had not reached."""
+    import hashlib
+
+    key = hashlib.sha256("\x00".join([path, str(max_length), *texts]).encode()).hexdigest()[:16]
+    saved = Path(folder) / f"embeddings-{k:06d}-{key}.npy"
     if saved.exists():
-        got = np.load(saved)
-        if len(got) == len(texts):
-            return got
+        return np.load(saved)
     got = embed(texts, path, max_length, threads)
     tmp = saved.with_suffix(".tmp.npy")
     np.save(tmp, got)
