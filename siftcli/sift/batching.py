@@ -407,6 +407,15 @@ class Packer:
         self.buffer, self.buffered = [from_saved_form(b) for b in state["buffer"]], int(state["buffered"])
 
 
+#: Lanes per octave of width when packing by length: rows in one lane differ in width by at most a fifth.
+LANES_PER_OCTAVE = 4
+
+
+def width_class(widths: torch.Tensor) -> torch.Tensor:
+    """Each row's lane when packing by length: its width on a log scale, :data:`LANES_PER_OCTAVE` lanes an octave."""
+    return torch.ceil(torch.log2(widths.clamp(min=1).double()) * LANES_PER_OCTAVE).long()
+
+
 class Outbox:
     """Kept samples on their way out: packed into full batches beside each sample's meta (rule weight, delay flag, dataset
     index; packed by the same masks, so the two line up one to one), waiting to be yielded in order.
@@ -416,23 +425,43 @@ class Outbox:
     """
 
     def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right",
-                 pad_multiple: int | None = None) -> None:
+                 pad_multiple: int | None = None, by_length: bool = False) -> None:
         self.packer = Packer(batch_size, pad_values, padding_side, pad_multiple, trim=False)
         self.meta = Packer(batch_size)
         self.pending: list[tuple[Any, dict[str, torch.Tensor]]] = []  # (batch, its meta) packed, not yet yielded
+        # by_length: kept rows wait in a lane of rows of about their width (a quarter of an octave), so a packed batch
+        # holds rows a length-grouping sampler would have put together; the default lane is (packer, meta) above
+        self.by_length = by_length
+        self.lanes: dict[int, tuple[Packer, Packer]] = {}
 
     def clear(self) -> None:
         self.packer.clear()
         self.meta.clear()
+        self.lanes = {}
         self.pending = []
 
     def add(self, raw: Any, mask: torch.Tensor, meta: dict[str, torch.Tensor]) -> None:
         """The kept rows of ``raw`` (``mask``) with their ``meta``; full batches become pending, trimmed (a raw batch
-        kept whole passes as it came)."""
+        kept whole passes as it came). Packing by length, each kept row joins the lane of its width."""
         if self.meta.buffer and "width" in meta and "width" not in self.meta.buffer[0]:
             meta = {k: v for k, v in meta.items() if k != "width"}  # rows of a state saved without widths wait here
+        if self.by_length and "width" in meta and meta["width"].numel() == mask.numel():
+            classes = width_class(meta["width"])
+            for key in classes[mask].unique().tolist():
+                packer, metas = self._lane(int(key))
+                lane = mask & (classes == key)
+                packed = zip(packer.add(raw, lane), metas.add(meta, lane))
+                self.pending += [(batch if batch is raw else self._trim(batch, m), m) for batch, m in packed]
+            return
         packed = zip(self.packer.add(raw, mask), self.meta.add(meta, mask))
         self.pending += [(batch if batch is raw else self._trim(batch, m), m) for batch, m in packed]
+
+    def _lane(self, key: int) -> tuple[Packer, Packer]:
+        if key not in self.lanes:
+            p = self.packer
+            self.lanes[key] = (Packer(p.batch_size, p.pad_values, p.padding_side, p.pad_multiple, trim=False),
+                               Packer(p.batch_size))
+        return self.lanes[key]
 
     def _trim(self, batch: Any, meta: dict[str, torch.Tensor]) -> Any:
         """A packed batch cut to its longest row, from the rows' widths on the host where known (no device read)."""
@@ -456,14 +485,30 @@ class Outbox:
             meta["width"] = widths
         self.add(raw, mask, meta)
 
+    def merge_lanes(self) -> None:
+        """At an epoch's end, packing by length: the lanes' rows together, narrow rows first, and the full batches they
+        make pending, so what is left is one remainder of fewer than a batch's rows, as without lanes."""
+        if not self.lanes:
+            return
+        for key in sorted(self.lanes):
+            packer, metas = self.lanes.pop(key)
+            self.packer.buffer += packer.buffer
+            self.packer.buffered += packer.buffered
+            self.meta.buffer += metas.buffer
+            self.meta.buffered += metas.buffered
+        packed = zip(self.packer.drain(full_only=True), self.meta.drain(full_only=True))
+        self.pending += [(self._trim(batch, m), m) for batch, m in packed]
+
     def drain(self) -> None:
         """At an epoch's end: the remainder becomes a last, smaller batch."""
+        self.merge_lanes()
         packed = zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False))
         self.pending += [(self._trim(batch, m), m) for batch, m in packed]
 
     def rows(self) -> int:
         """Kept rows waiting here (packed or not)."""
-        return sum(m["weight"].numel() for _, m in self.pending) + self.meta.buffered
+        return sum(m["weight"].numel() for _, m in self.pending) + self.meta.buffered + \
+            sum(metas.buffered for _, metas in self.lanes.values())
 
     def ready(self, last: bool = False, agree: Callable[[int], int] | None = None) -> tuple[int, int]:
         """How many pending batches may leave now, and how many samples were dropped for it: with ``agree`` (the
@@ -481,9 +526,15 @@ class Outbox:
 
     def state_dict(self) -> StateDict:
         return {"packer": self.packer.state_dict(), "meta_packer": self.meta.state_dict(),
-                "pending": [(saved_form(b), m) for b, m in self.pending]}
+                "pending": [(saved_form(b), m) for b, m in self.pending],
+                "lanes": {key: (p.state_dict(), m.state_dict()) for key, (p, m) in self.lanes.items()}}
 
     def load_state_dict(self, state: StateDict) -> None:
         self.packer.load_state_dict(state["packer"])
         self.meta.load_state_dict(state["meta_packer"])
         self.pending = [(from_saved_form(b), m) for b, m in state["pending"]]
+        self.lanes = {}
+        for key, (rows, metas) in (state.get("lanes") or {}).items():  # a state saved before lanes has none
+            packer, meta = self._lane(int(key))
+            packer.load_state_dict(rows)
+            meta.load_state_dict(metas)

@@ -124,6 +124,23 @@ def _install(dataloader: BatchSource, record: deque) -> _RecordingBatchSampler |
     return dataloader.batch_sampler
 
 
+#: Words in a sampler's class name that say it groups rows by length (the Hugging Face Trainer's
+#: ``LengthGroupedSampler``, bucketing samplers).
+LENGTH_GROUPING = ("lengthgrouped", "bucket", "bylength")
+
+
+def length_grouped(dataloader: BatchSource) -> bool:
+    """Whether the wrapped loader's sampler or batch sampler groups rows by length (read through accelerate's and
+    Fabric's wrappers), so packing should keep rows with rows of their width."""
+    loader = inner_loader(dataloader)
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    batch_sampler = getattr(batch_sampler, "inner", batch_sampler)  # the index recorder's wrapper, seen through
+    holders = [getattr(loader, "sampler", None), batch_sampler, getattr(batch_sampler, "sampler", None),
+               getattr(batch_sampler, "batch_sampler", None)]
+    names = [type(h).__name__.lower().replace("_", "") for h in holders if h is not None]
+    return any(word in name for name in names for word in LENGTH_GROUPING)
+
+
 def stateful(dataloader: BatchSource) -> bool:
     """Whether ``dataloader`` saves and restores its own position (torchdata's ``StatefulDataLoader``, or a subclass)."""
     import sys

@@ -23,7 +23,15 @@ from siftcli.sift.arguments import check_arguments, check_inputs, check_padding,
 from siftcli.sift.cursor import EpochCursor
 from siftcli.sift.distributed import agree_min, check_same, gather_values, rank, world_size
 from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
-from siftcli.sift.indices import IndexTracker, dataset_len, loader_batch_size, model_device, sampled_len, stateful
+from siftcli.sift.indices import (
+    IndexTracker,
+    dataset_len,
+    length_grouped,
+    loader_batch_size,
+    model_device,
+    sampled_len,
+    stateful,
+)
 from siftcli.sift.inflight import BatchHook, InFlight
 from siftcli.sift.losses import PerSampleLoss, Uncertainty
 from siftcli.sift.memory import LossMemory
@@ -78,6 +86,10 @@ class SiftingDataLoader:
             schedule from ``len()`` (timm's ``train_one_epoch``, a PEFT loop, accelerate's examples) otherwise stops
             its LR short of its end. ``False``: each epoch yields what it kept, its length known only after it.
             ``None`` (the default): on, unless the wrapped loader streams.
+        pack_by_length: pack kept rows with rows of about their width (lanes a quarter of an octave wide, by each row's
+            width under the attention mask), so a loader that groups rows by length (the Hugging Face Trainer's
+            ``group_by_length``, a bucketing batch sampler) keeps its low padding once rows are dropped. ``None`` (the
+            default): on where the wrapped loader's sampler groups by length (its class name says so).
 
     A wrapped loader without ``len()`` (a ``DataLoader`` over an ``IterableDataset``: streamed data, ``datasets``'
     ``streaming=True``) is sifted as it streams: every raw batch scored (fresh scoring: a stream has no sample indices
@@ -105,7 +117,7 @@ class SiftingDataLoader:
                  batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
-                 exact_len: bool | None = None) -> None:
+                 exact_len: bool | None = None, pack_by_length: bool | None = None) -> None:
         if isinstance(dataloader, SiftingDataLoader):
             raise TypeError("dataloader is already a SiftingDataLoader: wrapping it again would sift its kept batches a "
                             "second time; wrap the original DataLoader once (one SiftConfig holds the whole rule)")
@@ -136,7 +148,8 @@ class SiftingDataLoader:
         self.memory = LossMemory(dataset_len(dataloader) or 0)
         self.meta_in_batch = meta_in_batch
         self.yield_on_device = yield_on_device
-        self.outbox = batching.Outbox(self.batch_size, pad_values, padding_side, pad_to_multiple_of)
+        self.outbox = batching.Outbox(self.batch_size, pad_values, padding_side, pad_to_multiple_of,
+                                      by_length=length_grouped(dataloader) if pack_by_length is None else pack_by_length)
         self.sifter = Sifter(self.config)
         self.feedback = Feedback(self.config, self.sifter, self.scorer, self.memory)
         self.decisions = SamplerDecisions(self.config, self.indices.available, self.memory, self.scorer, self.sifter)
@@ -319,6 +332,7 @@ class SiftingDataLoader:
             self.inflight.admit(raw, self.indices.next())
             yield from self._flush()
         self.inflight.end_pass()
+        self.outbox.merge_lanes()  # packing by length: the lanes' leftovers make full batches together
         if not self.drop_last and self.quota.allowed(len(outbox.pending) + 1, exhausted=True) > len(outbox.pending):
             outbox.drain()  # the rows left become a last, smaller batch (exact_len: only when the promise needs it)
         yield from self._flush(last=True)
