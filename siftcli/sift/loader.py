@@ -167,7 +167,7 @@ class SiftingDataLoader:
         self.inflight = InFlight(self.config, self.sifter, self.scorer, self.memory, self.decisions, self.outbox, self.stats,
                                  self.kept_sets, self.cursor, depth=int(self.device.type in OVERLAP_DEVICES),
                                  batch_transform=batch_transform, needs_indices=self._needs_indices)
-        self.inflight.unbatched = type(dataloader).__name__ == "DataLoader" and getattr(dataloader, "batch_size", 0) is None
+        self.inflight.unbatched = isinstance(dataloader, torch.utils.data.DataLoader) and dataloader.batch_size is None
         self._ends: EpochEnd | None = None  # accelerate's GradientState, told where a sifted epoch ends
         #: the trainer's own batches per epoch where it stops an epoch before ``len()`` (Lightning's
         #: ``limit_train_batches``, set by :func:`~siftcli.integrations.lightning.sifting_dataloader`): a pass left after
