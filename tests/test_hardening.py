@@ -571,3 +571,12 @@ def test_too_few_or_one_class_evaluation_rows_are_said_and_a_plan_on_one_class_i
     _one_line_error(runner.invoke(app, ["plan", one, "-o", str(tmp_path / "p")]),
                     "the evaluation rows hold one class only (20 rows of label 'neg')")
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("fraction,words", [(0.99, "leaves 1 to train on"), (0.01, "leaves 1 for the reference")])
+def test_a_holdout_fraction_that_leaves_a_side_almost_empty_is_refused(tmp_path: Path, text_csv: Path, fraction: float,
+                                                                       words: str) -> None:
+    """A naive-Bayes holdout of 0.99 trained on 1 row, and 0.01 fitted a reference on 1 row: both completed without a
+    word."""
+    raw = {"sift.reference.kind": "naive-bayes", "sift.reference.holdout_fraction": fraction}
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **raw)]), words)

@@ -461,7 +461,9 @@ def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes)
     unit = record.baseline_seconds or 0.0
     if not c.trials:
         if c.arm in over:
-            return f"over budget: predicted {over[c.arm]:.0f} s at the screen"
+            seconds = over[c.arm]
+            return f"over budget: predicted {seconds:.0f} s at the screen" if seconds >= 1 else \
+                f"over budget: predicted {seconds:.2f} s at the screen"
         if (c.arm, record.screen_fidelity) in queued:
             return "screening"
         return "waiting"

@@ -121,12 +121,21 @@ def hash_rows(h: Any, rows: list[Row]) -> None:
         h.update(json.dumps({k: v for k, v in row.items() if isinstance(v, (int, float, str, list))}, sort_keys=True).encode())
 
 
+#: The fewest rows a holdout split leaves on either side (training, the reference's holdout).
+MIN_SIDE_ROWS = 2
+
+
 def split_off(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """Seeded ``(kept, held out)`` index lists: ``fraction`` of ``range(n)`` held out, both in their original order."""
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(4_241 + seed))
     cut = max(1, int(round(fraction * n)))
     if cut >= n:
         raise SiftcliError(f"sift.reference.holdout_fraction {fraction}: holding out {cut} of {n} rows leaves nothing to train on")
+    if n - cut < MIN_SIDE_ROWS or cut < MIN_SIDE_ROWS:
+        side, rows = ("to train on", n - cut) if n - cut < MIN_SIDE_ROWS else ("for the reference", cut)
+        raise SiftcliError(f"sift.reference.holdout_fraction {fraction}: of {n} rows it leaves {rows} {side}, fewer than "
+                           f"{MIN_SIDE_ROWS}: a run or a reference on so few rows measures nothing; give a fraction that "
+                           "leaves both sides rows, or a holdout_source file")
     return sorted(perm[cut:].tolist()), sorted(perm[:cut].tolist())
 
 
