@@ -192,3 +192,16 @@ def test_an_unreachable_mlflow_server_is_one_warning_soon_and_the_run_goes_on(ti
 
     assert {k: os.environ.get(k) for k in trackers.MLFLOW_PATIENCE} == trackers.MLFLOW_PATIENCE  # MLflow's retries bounded
     assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
+
+
+def test_wandb_writes_where_wandb_dir_says(tiny_recipe, tmp_path: Path, monkeypatch) -> None:
+    """``WANDB_DIR`` set by the user is where W&B's files go (they once went to the run folder whatever it said)."""
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wd"))
+    (tmp_path / "wd").mkdir()
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["train", str(tiny_recipe(epochs=1)), "-o", str(out), "--report-to", "wandb", "-q"])
+    assert result.exit_code == 0, result.output
+    assert list((tmp_path / "wd" / "wandb").glob("offline-run-*")) and not (out / "wandb").exists()

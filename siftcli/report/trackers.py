@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -186,9 +187,10 @@ class _WandB(_Backend):
 
     def start(self, name: str, params: dict[str, Scalar]) -> None:
         with _quiet():
+            where = {} if os.environ.get("WANDB_DIR") else {"dir": str(self.folder)}  # the user's WANDB_DIR wins
             self.run = self.wandb.init(project=self.project, group=self.group_name, name=name, config=params,
-                                       dir=str(self.folder), job_type="comparison" if name == "comparison" else "train",
-                                       reinit="create_new")
+                                       job_type="comparison" if name == "comparison" else "train", reinit="create_new",
+                                       **where)
 
     def log(self, values: dict[str, float], step: int) -> None:
         self.run.log(values, step=step)
