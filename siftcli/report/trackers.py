@@ -187,10 +187,9 @@ class _WandB(_Backend):
 
     def start(self, name: str, params: dict[str, Scalar]) -> None:
         with _quiet():
-            where = {} if os.environ.get("WANDB_DIR") else {"dir": str(self.folder)}  # the user's WANDB_DIR wins
-            self.run = self.wandb.init(project=self.project, group=self.group_name, name=name, config=params,
-                                       job_type="comparison" if name == "comparison" else "train", reinit="create_new",
-                                       **where)
+            where = os.environ.get("WANDB_DIR") or str(self.folder)  # the user's WANDB_DIR wins over the run folder
+            self.run = self.wandb.init(project=self.project, group=self.group_name, name=name, config=params, dir=where,
+                                       job_type="comparison" if name == "comparison" else "train", reinit="create_new")
 
     def log(self, values: dict[str, float], step: int) -> None:
         self.run.log(values, step=step)
