@@ -580,3 +580,12 @@ def test_a_holdout_fraction_that_leaves_a_side_almost_empty_is_refused(tmp_path:
     word."""
     raw = {"sift.reference.kind": "naive-bayes", "sift.reference.holdout_fraction": fraction}
     _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **raw)]), words)
+
+
+def test_a_reference_whose_loss_breaks_names_the_references_learning_rate(tmp_path: Path, text_csv: Path) -> None:
+    raw = {"sift.reference.kind": "holdout", "sift.reference.holdout_fraction": 0.25, "sift.reference.lr": 1e30,
+           "sift.score": "reducible"}
+    _one_line_error(runner.invoke(app, ["train", _recipe(tmp_path, text_csv, epochs=1, **raw), "-q", "-o", str(tmp_path / "o")]),
+                    "the reference model's training loss became")
+    assert "try a lower sift.reference.lr" in runner.invoke(
+        app, ["train", _recipe(tmp_path, text_csv, epochs=1, **raw), "-q", "-o", str(tmp_path / "o2")]).output

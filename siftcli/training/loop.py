@@ -198,7 +198,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
         except NonFiniteLoss as exc:
             clock.settle()
             finish("failed")
-            raise _nonfinite_error(exc, state, run_dir) from None
+            raise _nonfinite_error(exc, state, run_dir, arm) from None
         result = finish("completed")
         _save_completed(result, run_dir, arm, run, started, on_complete)
     emit("end", result)
@@ -226,12 +226,14 @@ def _checkpoint_fault(step: int, note: str, saved_step: int | None, run_dir: Pat
     return RunFault(f"checkpoint at step {step}: {note}; {kept}")
 
 
-def _nonfinite_error(exc: NonFiniteLoss, state: RunState, run_dir: Path | None) -> SiftcliError:
-    """The step (and epoch) whose loss broke first, on any rank, and what to try."""
+def _nonfinite_error(exc: NonFiniteLoss, state: RunState, run_dir: Path | None, arm: str = "") -> SiftcliError:
+    """The step (and epoch) whose loss broke first, on any rank, and what to try: for a reference model, its own
+    learning rate (``sift.reference.lr``), not the run's."""
     where = f"; partial results in {run_dir}" if run_dir else ""
     step, epoch = (exc.step, exc.epoch) if exc.step > 0 else (state.step, state.epoch)  # -1: another rank's
-    return SiftcliError(f"training loss became {exc.value} at step {step} (epoch {epoch + 1}); "
-                        f"try a lower optim.lr or precision fp32{where}", main_only=True)
+    whose, lr = ("the reference model's ", "sift.reference.lr") if arm == "reference" else ("", "optim.lr")
+    return SiftcliError(f"{whose}training loss became {exc.value} at step {step} (epoch {epoch + 1}); "
+                        f"try a lower {lr} or precision fp32{where}", main_only=True)
 
 
 def _evaluate(run: Run, workload: Workload, recipe: Recipe, reason: str, log: JsonlLog, emit: Event) -> None:
