@@ -758,3 +758,24 @@ def test_kept_rows_are_packed_within_their_length_bucket() -> None:
         got[by_length] = _padding_share(batches)
     assert loader.outbox.by_length  # auto: the sampler groups by length
     assert got[None] < 0.5 * got[False] and got[None] < raw + 0.1, (raw, got)
+
+
+def test_the_trainers_group_by_length_turns_packing_by_length_on(tmp_path) -> None:  # noqa: ANN001
+    """The Hugging Face Trainer's ``group_by_length`` hands the loader a ``LengthGroupedSampler`` (behind accelerate's
+    wrapper): the sifting loader sees it and packs kept rows within their length lanes."""
+    from transformers import BertConfig, BertForSequenceClassification, TrainingArguments
+
+    from siftcli.integrations.hf import SiftingTrainer
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, max_position_embeddings=64))
+    loader = _lengths_loader(64)
+    rows = [dict(r) for r in loader.dataset]
+    for grouped in (True, False):
+        args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8, num_train_epochs=1, report_to=[],
+                                 use_cpu=True, disable_tqdm=True, save_strategy="no",
+                                 train_sampling_strategy="group_by_length" if grouped else "random")
+        trainer = SiftingTrainer(model=model, args=args, train_dataset=rows, data_collator=loader.collate_fn,
+                                 sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=0))
+        assert trainer.get_train_dataloader().outbox.by_length is grouped

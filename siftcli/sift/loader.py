@@ -88,8 +88,9 @@ class SiftingDataLoader:
             ``None`` (the default): on, unless the wrapped loader streams.
         pack_by_length: pack kept rows with rows of about their width (lanes a quarter of an octave wide, by each row's
             width under the attention mask), so a loader that groups rows by length (the Hugging Face Trainer's
-            ``group_by_length``, a bucketing batch sampler) keeps its low padding once rows are dropped. ``None`` (the
-            default): on where the wrapped loader's sampler groups by length (its class name says so).
+            ``train_sampling_strategy="group_by_length"``, a bucketing batch sampler) keeps its low padding once rows
+            are dropped. ``None`` (the default): on where the wrapped loader's sampler groups by length (its class
+            name says so).
 
     A wrapped loader without ``len()`` (a ``DataLoader`` over an ``IterableDataset``: streamed data, ``datasets``'
     ``streaming=True``) is sifted as it streams: every raw batch scored (fresh scoring: a stream has no sample indices
