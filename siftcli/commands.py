@@ -124,15 +124,15 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         raise SiftcliError(f"--keep {keep}: expected a fraction in (0, 1]")
     if dedup is not None and not 0 < dedup <= 1:
         raise SiftcliError(f"--similarity {dedup}: expected a {'cosine' if encoder else 'Jaccard'} similarity in (0, 1]")
+    unstreamable = streamable(recipe, keep)  # why the chunked path cannot take this pool (None: it can)
     if encoder is not None:
         if dedup is None:
             raise SiftcliError("--dedup-by semantic: give --dedup too (near-copies by meaning are a kind of --dedup)")
         from siftcli.curate.semantic import encoder_path
 
-        why = streamable(recipe, keep)
-        if why is not None:
-            raise SiftcliError(f"--dedup-by semantic: {why}; near-copies by meaning are found in text pools ranked by "
-                               "ngram or naive-bayes (or only deduplicated)")
+        if unstreamable is not None:
+            raise SiftcliError(f"--dedup-by semantic: {unstreamable}; near-copies by meaning are found in text pools "
+                               "ranked by ngram or naive-bayes (or only deduplicated)")
         encoder = encoder_path(encoder)
     path = Path(output)
     if path.suffix.lower() not in TABLE_KINDS:
@@ -151,7 +151,7 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
         from siftcli.curate.report import check_report_path
 
         report_path = check_report_path(report, {"output (-o)": output, **{f"recipe's {k}": v for k, v in inputs.items()}})
-        why = "--stream reads the source as a stream" if stream else streamable(recipe, keep)
+        why = "--stream reads the source as a stream" if stream else unstreamable
         if why is not None:
             raise SiftcliError(f"--report: {why}; the report is written for text pools ranked by ngram or naive-bayes (or "
                                "only deduplicated) read as a table: drop --report, or --stream, to filter this one")
@@ -159,12 +159,11 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     if stream:
         from siftcli.curate.stream import filter_stream
 
-        why = streamable(recipe, keep)
-        if why is not None:
-            raise SiftcliError(f"--stream: {why}; only text pools ranked by ngram or naive-bayes (or only deduplicated) "
+        if unstreamable is not None:
+            raise SiftcliError(f"--stream: {unstreamable}; only text pools ranked by ngram or naive-bayes (or only deduplicated) "
                                "read their source as a stream")
         return filter_stream(recipe, keep, dedup, path, engine, encoder=encoder)
-    if streamable(recipe, keep) is None:
+    if unstreamable is None:
         work = None
         if work_dir is not None:
             ensure_writable(Path(work_dir), "--work-dir")
@@ -302,26 +301,27 @@ def _compare_to_resume(resume: str, trust_data: bool) -> tuple[Path, Recipe, lis
     return folder, recipe, arms, seeds
 
 
-def _interrupted_arm(folder: Path) -> bool:
-    """An arm an interrupt stopped in ``folder`` with a checkpoint to continue from (``metrics.json`` says
-    interrupted, ``checkpoint.pt`` is there)."""
+def _saved_metrics(folder: Path) -> RunMetrics | None:
+    """The ``metrics.json`` an arm wrote in ``folder`` (a resumed comparison's), or ``None`` where there is none whole:
+    one written halfway by a killed process is as none."""
+    path = folder / "metrics.json"
     try:
-        metrics = read_json(folder / "metrics.json") if (folder / "metrics.json").exists() else None
+        metrics = read_json(path) if path.exists() else None
     except SiftcliError:
-        return False
-    return isinstance(metrics, dict) and metrics.get("status") == "interrupted" and (folder / "checkpoint.pt").exists()
+        return None
+    return metrics if isinstance(metrics, dict) else None
+
+
+def _interrupted_arm(folder: Path) -> bool:
+    """An arm an interrupt stopped in ``folder`` with a checkpoint to continue from."""
+    metrics = _saved_metrics(folder)
+    return metrics is not None and metrics.get("status") == "interrupted" and (folder / "checkpoint.pt").exists()
 
 
 def _finished_arm(folder: Path) -> RunMetrics | None:
-    """An arm that finished in ``folder`` (its ``metrics.json`` says completed), read back; else ``None``."""
-    path = folder / "metrics.json"
-    if not path.exists():
-        return None
-    try:
-        metrics = read_json(path)
-    except SiftcliError:
-        return None  # written halfway by a killed process: trained again
-    return metrics if isinstance(metrics, dict) and metrics.get("status") == "completed" else None
+    """An arm that finished in ``folder``, read back; else ``None`` (it trains)."""
+    metrics = _saved_metrics(folder)
+    return metrics if metrics is not None and metrics.get("status") == "completed" else None
 
 
 def validate_recipe_sources(recipe: Recipe) -> list[str]:

@@ -117,6 +117,7 @@ class Curated:
     dedup_kept: int | None = None
     search: dd.SearchCounts | None = None
     fates: Fates | None = None  # every pool row's decision, where a report was asked for
+    dedup_by: str | None = None  # minhash or semantic, where near-copies were searched
 
 
 @dataclass
@@ -184,7 +185,8 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
         firsts = np.cumsum([0] + [len(s.rows) for s in scans])
         rows = np.concatenate([s.rows for s in scans]) if scans else np.zeros(0, dtype=np.int64)
         chosen = np.arange(n)
-        out = Curated(rows, phases, n)
+        out = Curated(rows, phases, n, dedup_by=None if similarity is None else "semantic" if encoder else "minhash")
+        parent = near = scores = None  # each pool row's near-copy representative and similarity, reference score
         if encoder is not None and similarity is not None:
             t0 = time.perf_counter()
             from siftcli.curate.semantic import near_copies
@@ -196,8 +198,6 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
             chosen = np.flatnonzero(parent == np.arange(n))
             phases["near-copies"] = time.perf_counter() - t0
             out.dedup_kept = len(chosen)
-            if report:
-                out.fates = Fates(rows, np.zeros(n, bool), representative=parent, similarity=near)
         if sketches is not None:
             t0 = time.perf_counter()
             out.search = dd.SearchCounts()
@@ -213,8 +213,6 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
             near = np.full(n, np.nan, dtype=np.float32) if report else None
             parent = dd.clusters(pairs, n, bigrams, similarity, out.search, similarity=near)
             chosen = np.flatnonzero(parent == np.arange(n))
-            if report:
-                out.fates = Fates(rows, np.zeros(n, bool), representative=parent, similarity=near)
             phases["near-copies"] = time.perf_counter() - t0
             out.dedup_kept = len(chosen)
         if kind is not None:
@@ -224,15 +222,13 @@ def curate(recipe: Recipe, pool: Chunks, holdout: Any | None, tokenizer: Any, *,
             scores = np.concatenate(list(engine.map(score_chunk, jobs3, len(jobs3)))) if scans else np.zeros(0, np.float32)
             chosen = chosen[lowest(scores[chosen], keep)]
             phases["reference"] = time.perf_counter() - t0
-            if report:
-                out.fates = out.fates or Fates(rows, np.zeros(n, bool))
-                finite = scores[chosen][np.isfinite(scores[chosen])]
-                out.fates.score, out.fates.cut = scores, float(finite.max()) if len(finite) else None
         out.rows = rows[chosen]
         if report:
-            out.fates = out.fates or Fates(rows, np.zeros(n, bool))
-            out.fates.kept[chosen] = True
-            out.fates.labels = np.concatenate([s.labels for s in scans]) if scans else np.zeros(0, np.int64)
+            kept = np.zeros(n, bool)
+            kept[chosen] = True
+            finite = scores[chosen][np.isfinite(scores[chosen])] if scores is not None else np.zeros(0)
+            out.fates = Fates(rows, kept, parent, near, scores, float(finite.max()) if len(finite) else None,
+                              np.concatenate([s.labels for s in scans]) if scans else np.zeros(0, np.int64))
         return out
     finally:
         if work_dir is None:
@@ -337,8 +333,7 @@ def filter_pool(recipe: Recipe, keep: float | None, similarity: float | None, ou
     phases["write"] = time.perf_counter() - t0
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n),
                           dedup_similarity=similarity, dedup_kept=done.dedup_kept, dedup_search=done.search,
-                          dedup_by=None if similarity is None else "semantic" if encoder else "minhash",
-                          reference_kind=ref.kind if keep is not None else None, engine=engine.kind,
+                          dedup_by=done.dedup_by, reference_kind=ref.kind if keep is not None else None, engine=engine.kind,
                           workers=engine.workers, phases=phases)
     if recipe.data.group_column:
         names = column_values(splits.train.select(kept.tolist()), recipe.data.group_column)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from siftcli.errors import SiftcliError
-from siftcli.runio import atomic_write
+from siftcli.runio import atomic_write, ensure_file_writable
 
 #: What a report file may be, by suffix.
 REPORT_KINDS = {".parquet": "parquet", ".jsonl": "jsonl"}
@@ -93,8 +93,6 @@ class FilterSummary:
 def check_report_path(report: str, taken: dict[str, str | None]) -> Path:
     """``--report``'s path, checked before any work: a ``.parquet`` or ``.jsonl`` file, not a folder, not one of the
     files the filter reads or writes (``taken``: what each is, by name), in a folder that can be written."""
-    from siftcli.runio import ensure_file_writable
-
     path = Path(report)
     if path.suffix.lower() not in REPORT_KINDS:
         raise SiftcliError(f"--report {report}: expected a .parquet or .jsonl file (one row per input row)")

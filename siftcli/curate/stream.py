@@ -167,7 +167,7 @@ def filter_stream(recipe: Recipe, keep: float | None, similarity: float | None, 
     phases["write"] = time.perf_counter() - t0
     result = CurateResult(output=str(output), kept=len(kept), of=n, keep=len(kept) / max(1, n), dedup_similarity=similarity,
                           dedup_kept=done.dedup_kept, dedup_search=done.search, reference_kind=kind, engine=engine.kind,
-                          dedup_by=None if similarity is None else "semantic" if encoder else "minhash",
+                          dedup_by=done.dedup_by,
                           workers=engine.workers, phases=phases, source="stream")
     if d.group_column:
         result.groups = {g: c / max(1, len(kept)) for g, c in sorted(groups.items())}

@@ -400,6 +400,11 @@ class Packer:
         self.buffer = [packed] if packed is not None else []
         return out
 
+    def take(self, other: Packer) -> None:
+        """Add ``other``'s buffered rows after this one's (lanes merged at an epoch's end)."""
+        self.buffer += other.buffer
+        self.buffered += other.buffered
+
     def state_dict(self) -> StateDict:
         return {"buffer": [saved_form(b) for b in self.buffer], "buffered": self.buffered}
 
@@ -448,12 +453,13 @@ class Outbox:
         if self.by_length and "width" in meta and meta["width"].numel() == mask.numel():
             classes = width_class(meta["width"])
             for key in classes[mask].unique().tolist():
-                packer, metas = self._lane(int(key))
-                lane = mask & (classes == key)
-                packed = zip(packer.add(raw, lane), metas.add(meta, lane))
-                self.pending += [(batch if batch is raw else self._trim(batch, m), m) for batch, m in packed]
+                self._pack(*self._lane(int(key)), raw, mask & (classes == key), meta)
             return
-        packed = zip(self.packer.add(raw, mask), self.meta.add(meta, mask))
+        self._pack(self.packer, self.meta, raw, mask, meta)
+
+    def _pack(self, packer: Packer, metas: Packer, raw: Any, mask: torch.Tensor, meta: dict[str, torch.Tensor]) -> None:
+        """``mask``'s rows of ``raw`` into ``packer`` (their meta into ``metas``); the full batches made, pending."""
+        packed = zip(packer.add(raw, mask), metas.add(meta, mask))
         self.pending += [(batch if batch is raw else self._trim(batch, m), m) for batch, m in packed]
 
     def _lane(self, key: int) -> tuple[Packer, Packer]:
@@ -492,10 +498,8 @@ class Outbox:
             return
         for key in sorted(self.lanes):
             packer, metas = self.lanes.pop(key)
-            self.packer.buffer += packer.buffer
-            self.packer.buffered += packer.buffered
-            self.meta.buffer += metas.buffer
-            self.meta.buffered += metas.buffered
+            self.packer.take(packer)
+            self.meta.take(metas)
         packed = zip(self.packer.drain(full_only=True), self.meta.drain(full_only=True))
         self.pending += [(self._trim(batch, m), m) for batch, m in packed]
 
