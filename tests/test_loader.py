@@ -779,3 +779,57 @@ def test_the_trainers_group_by_length_turns_packing_by_length_on(tmp_path) -> No
         trainer = SiftingTrainer(model=model, args=args, train_dataset=rows, data_collator=loader.collate_fn,
                                  sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=0))
         assert trainer.get_train_dataloader().outbox.by_length is grouped
+
+
+class NoDuplicatesBatchSampler(torch.utils.data.BatchSampler):
+    """A batch sampler whose batches repeat no text (sentence-transformers' promise for in-batch negatives): rows with
+    a text already in the batch wait for a later one."""
+
+    def __init__(self, texts: list[int], batch_size: int) -> None:
+        self.texts, self.batch_size, self.drop_last = texts, batch_size, False
+
+    def __iter__(self):  # noqa: ANN204
+        waiting = torch.randperm(len(self.texts), generator=torch.Generator().manual_seed(0)).tolist()
+        while waiting:
+            batch, seen, passed = [], set(), []
+            for i in waiting:
+                if len(batch) < self.batch_size and self.texts[i] not in seen:
+                    batch.append(i)
+                    seen.add(self.texts[i])
+                else:
+                    passed.append(i)
+            yield batch
+            waiting = passed
+
+    def __len__(self) -> int:
+        return -(-len(self.texts) // self.batch_size)
+
+
+def test_packing_keeps_a_no_duplicates_batch_free_of_repeated_text() -> None:
+    """Kept rows from several raw batches never put one text twice in a batch where the batch sampler promised none
+    (on by default for a ``NoDuplicates`` sampler; the text is read from ``*input_ids`` under its mask, whatever its
+    padding); without the rule most packed batches repeat one; every kept row is yielded once either way."""
+    texts = [i % 12 for i in range(96)]  # 12 texts, 8 rows each, in batches of 8; each row its own score
+    scores = torch.rand(96, generator=torch.Generator().manual_seed(1))
+    rows = [{"input_ids": torch.tensor([t + 1] * (1 + t % 5)), "labels": scores[i]} for i, t in enumerate(texts)]
+
+    def collate(items: list[dict]) -> dict:
+        width = max(len(r["input_ids"]) for r in items)
+        ids = torch.stack([torch.nn.functional.pad(r["input_ids"], (0, width - len(r["input_ids"]))) for r in items])
+        return {"input_ids": ids, "attention_mask": ids.ne(0).long(), "labels": torch.stack([r["labels"] for r in items])}
+
+    def loss(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+        return batch["labels"] + 0 * model(batch["input_ids"].float().sum(1, keepdim=True)).flatten()
+
+    repeats = {}
+    for distinct in (None, False):
+        base = DataLoader(rows, batch_sampler=NoDuplicatesBatchSampler(texts, 8), collate_fn=collate)
+        loader = SiftingDataLoader(base, torch.nn.Linear(1, 1), loss, SiftConfig(beta=1.0, sift_delay=1, seed=0),
+                                   pack_distinct=distinct, exact_len=False)
+        batches = list(loader) + list(loader)
+        assert sum(len(b["labels"]) for b in batches) == loader.stats.kept_samples
+        keys = [[tuple(r[m.bool()].tolist()) for r, m in zip(b["input_ids"], b["attention_mask"])] for b in batches]
+        repeats[distinct] = sum(len(set(k)) < len(k) for k in keys) / len(batches)
+        if distinct is None:
+            assert loader.outbox.distinct and sum(len(b["labels"]) == 8 for b in batches) >= len(batches) - 4
+    assert repeats[None] == 0 and repeats[False] > 0.3, repeats

@@ -332,6 +332,20 @@ def more_shapes(tmp: str) -> list[Row]:
         out.append(Row("HF Trainer over a stream (IterableDataset), max_steps=20", "sifted" if sifted else "plain",
                        trainer.state.global_step, trainer.state.max_steps, "-", round(kept[-1], 3) if kept else 1.0, "-",
                        trainer.lr_scheduler.get_last_lr()[0]))
+    out += sentence_transformers_rows(tmp)
+    return out
+
+
+def sentence_transformers_rows(tmp: str) -> list[Row]:
+    """sentence-transformers' trainer with ``MultipleNegativesRankingLoss`` and ``NO_DUPLICATES``: plain, through
+    ``SiftingSentenceTransformerTrainer``, and sifted with the packing's no-repeat rule off (the loader before it)."""
+    from tests.test_shapes import st_run
+
+    out = []
+    for label, kwargs in (("plain", {"sifted": False}), ("sifted", {}), ("sifted, no-repeat packing off", {"distinct": False})):
+        r = st_run(Path(tmp) / f"st-{len(out)}", **kwargs)
+        out.append(Row("sentence-transformers, MultipleNegativesRankingLoss, NO_DUPLICATES", label, r["steps"], r["planned"],
+                       "-", round(r["kept"], 3), "-", r["lr"], f"batches repeating a text: {r['repeats']} of {r['batches']}"))
     return out
 
 
@@ -349,6 +363,14 @@ def fabric_resumes(tmp: str) -> dict[str, Any]:
         resumed, again = fabric_run(folder, scoring, load=True)
         out[f"Lightning Fabric, {scoring} scoring, fabric.save at step 10"] = {
             "steps": [steps, again], "weights_equal": all(torch.equal(a, b) for a, b in zip(whole, resumed, strict=True))}
+    from tests.test_shapes import st_run
+
+    whole = st_run(Path(tmp) / "st-whole")
+    st_run(Path(tmp) / "st-cut", stop=10)
+    resumed = st_run(Path(tmp) / "st-cut", resume=True)
+    out["sentence-transformers, checkpoint at step 10, resume_from_checkpoint"] = {
+        "steps": [whole["steps"], resumed["steps"]],
+        "weights_equal": all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))}
     return out
 
 

@@ -107,7 +107,7 @@ class SiftingTrainer(Trainer):
             raise TypeError(f"SiftingTrainer: sift_loss must be a callable (model, batch) -> Tensor[batch], got "
                             f"{type(sift_loss).__name__} (see siftcli.sift.losses)")
         super().__init__(*args, **kwargs)
-        if type(self).compute_loss is not SiftingTrainer.compute_loss:
+        if not type(self).compute_loss.__module__.startswith("siftcli."):  # the user's own, not a siftcli route's
             warnings.warn(f"{type(self).__name__} overrides compute_loss: return "
                           "self.sifting_loader.training_loss(per_sample_losses) from it for the training batches, or the "
                           "sifting rule's weights and the losses it remembers never see them (or give sift_loss= instead)",

@@ -230,6 +230,52 @@ def row_widths(batch: Any, padding_side: str = "right", mask_key: str = "attenti
     return (mask.ne(0) * (cols if padding_side == "right" else cols.flip(0))).amax(dim=1)
 
 
+#: Weights of the rolling hash :func:`row_keys` takes of a row's token ids (fixed: keys agree across runs and resumes).
+_KEY_WEIGHTS = torch.randint(1, 2**31 - 1, (1 << 16,), generator=torch.Generator().manual_seed(0x51F7), dtype=torch.long)
+
+
+def row_keys(batch: Any) -> torch.Tensor | None:
+    """One key per row and text field, ``[rows, fields]``: a hash of each ``*input_ids`` field's tokens under its
+    attention mask, so a row's text has one key whatever the padding of the batch it came in. Two rows that share a key
+    hold the same text in some field (a sentence-transformers batch built with ``NO_DUPLICATES`` has none). Computed
+    where the batch sits and read nowhere, copied to the host with the rows' widths. ``None`` without such a field."""
+    if not isinstance(batch, Mapping):
+        return None
+    keys = []
+    for name, ids in batch.items():
+        if not (str(name).endswith("input_ids") and isinstance(ids, torch.Tensor) and ids.ndim == 2
+                and not ids.is_floating_point()):
+            continue
+        mask = batch.get(str(name)[: -len("input_ids")] + "attention_mask")
+        on = mask.ne(0) if isinstance(mask, torch.Tensor) and mask.shape == ids.shape else torch.ones_like(ids, dtype=torch.bool)
+        weights = _KEY_WEIGHTS[: ids.shape[1]].to(ids.device, non_blocking=True)
+        keys.append(((ids.long() + 1) * on * weights).sum(1) + on.sum(1))
+    return torch.stack(keys, dim=1) if keys else None
+
+
+def distinct_order(keys: torch.Tensor, size: int, full_only: bool = True) -> tuple[torch.Tensor, list[int]]:
+    """An order of the rows whose leading batches of ``size`` rows share no key (:func:`row_keys`), and those batches'
+    sizes: each batch takes, in order, the first rows that share no key with it, the rows passed over wait for the next
+    (as sentence-transformers' ``NoDuplicatesBatchSampler`` draws). ``full_only``: only full batches; the rows that make
+    none follow in their order. Otherwise the rest too, in batches as large as they can be without a shared key."""
+    rows, order, sizes = [set(r) for r in keys.tolist()], [], []
+    waiting = list(range(len(rows)))
+    while waiting:
+        batch, seen, passed = [], set(), []
+        for r in waiting:
+            if len(batch) < size and not rows[r] & seen:
+                batch.append(r)
+                seen |= rows[r]
+            else:
+                passed.append(r)
+        if full_only and len(batch) < size:
+            break
+        order += batch
+        sizes.append(len(batch))
+        waiting = passed
+    return torch.tensor(order + waiting, dtype=torch.long), sizes
+
+
 def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "attention_mask",
                  multiple: int | None = None, needed: int | None = None) -> Any:
     """Drop padding columns no sample in ``batch`` needs (keeping the width a multiple of ``multiple``, when given).
@@ -386,19 +432,31 @@ class Packer:
 
     def drain(self, full_only: bool) -> list[Any]:
         """Pop full batches from the buffer (and, when not ``full_only``, the remainder)."""
-        if not self.buffer or (full_only and self.buffered < self.batch_size):
+        full, rest = divmod(self.buffered, self.batch_size)
+        return self.cut([self.batch_size] * full + ([rest] if rest and not full_only else []))
+
+    def cut(self, sizes: Sequence[int]) -> list[Any]:
+        """Pop batches of ``sizes`` rows from the front of the buffer, in order; the rows after them stay."""
+        if not self.buffer or not sizes:
             return []
-        packed = concat(self.buffer, self.pad_values, self.padding_side)
-        out = []
-        while packed is not None and self.buffered >= self.batch_size:
-            head, packed = split(packed, self.batch_size)
+        packed, out = concat(self.buffer, self.pad_values, self.padding_side), []
+        for size in sizes:
+            head, packed = split(packed, size)
             out.append(trim_padding(head, self.padding_side, multiple=self.pad_multiple) if self.trim else head)
-            self.buffered -= self.batch_size
-        if packed is not None and not full_only:
-            out.append(trim_padding(packed, self.padding_side, multiple=self.pad_multiple) if self.trim else packed)
-            packed, self.buffered = None, 0
+            self.buffered -= size
         self.buffer = [packed] if packed is not None else []
         return out
+
+    def hold(self, raw: Any, mask: torch.Tensor) -> None:
+        """Add the kept rows of ``raw`` and cut nothing (the caller orders the buffer first: :meth:`arrange`)."""
+        if bool(mask.any()):
+            self.buffer.append(raw if bool(mask.all()) else select(raw, mask.nonzero().flatten()))
+            self.buffered += int(mask.sum())
+
+    def arrange(self, order: torch.Tensor) -> None:
+        """The buffered rows in ``order`` (a permutation of them)."""
+        if self.buffer:
+            self.buffer = [select(concat(self.buffer, self.pad_values, self.padding_side), order)]
 
     def take(self, other: Packer) -> None:
         """Add ``other``'s buffered rows after this one's (lanes merged at an epoch's end)."""
@@ -430,7 +488,7 @@ class Outbox:
     """
 
     def __init__(self, batch_size: int, pad_values: Mapping[str, float] | None = None, padding_side: str = "right",
-                 pad_multiple: int | None = None, by_length: bool = False) -> None:
+                 pad_multiple: int | None = None, by_length: bool = False, distinct: bool = False) -> None:
         self.packer = Packer(batch_size, pad_values, padding_side, pad_multiple, trim=False)
         self.meta = Packer(batch_size)
         self.pending: list[tuple[Any, dict[str, torch.Tensor]]] = []  # (batch, its meta) packed, not yet yielded
@@ -438,6 +496,9 @@ class Outbox:
         # holds rows a length-grouping sampler would have put together; the default lane is (packer, meta) above
         self.by_length = by_length
         self.lanes: dict[int, tuple[Packer, Packer]] = {}
+        # distinct: no two rows of a packed batch share a text (row_keys), as a NO_DUPLICATES batch sampler promised:
+        # rows that would repeat one wait for a later batch
+        self.distinct = distinct
 
     def clear(self) -> None:
         self.packer.clear()
@@ -448,8 +509,14 @@ class Outbox:
     def add(self, raw: Any, mask: torch.Tensor, meta: dict[str, torch.Tensor]) -> None:
         """The kept rows of ``raw`` (``mask``) with their ``meta``; full batches become pending, trimmed (a raw batch
         kept whole passes as it came). Packing by length, each kept row joins the lane of its width."""
-        if self.meta.buffer and "width" in meta and "width" not in self.meta.buffer[0]:
-            meta = {k: v for k, v in meta.items() if k != "width"}  # rows of a state saved without widths wait here
+        for field in ("width", "key"):  # rows of a state saved without widths (or keys) wait here: their rows match
+            if self.meta.buffer and field in meta and field not in self.meta.buffer[0]:
+                meta = {k: v for k, v in meta.items() if k != field}
+        if self.distinct and "key" in meta:
+            self.packer.hold(raw, mask)
+            self.meta.hold(meta, mask)
+            self._cut_distinct(full_only=True)
+            return
         if self.by_length and "width" in meta and meta["width"].numel() == mask.numel():
             classes = width_class(meta["width"])
             for key in classes[mask].unique().tolist():
@@ -461,6 +528,18 @@ class Outbox:
         """``mask``'s rows of ``raw`` into ``packer`` (their meta into ``metas``); the full batches made, pending."""
         packed = zip(packer.add(raw, mask), metas.add(meta, mask))
         self.pending += [(batch if batch is raw else self._trim(batch, m), m) for batch, m in packed]
+
+    def _cut_distinct(self, full_only: bool) -> None:
+        """The buffered rows into batches whose rows share no text (:func:`distinct_order`), those made pending."""
+        if not self.meta.buffer or "key" not in self.meta.buffer[0]:
+            return
+        order, sizes = distinct_order(concat(self.meta.buffer)["key"], self.packer.batch_size, full_only)
+        if not sizes:
+            return
+        self.packer.arrange(order)
+        self.meta.arrange(order)
+        packed = zip(self.packer.cut(sizes), self.meta.cut(sizes))
+        self.pending += [(self._trim(batch, m), m) for batch, m in packed]
 
     def _lane(self, key: int) -> tuple[Packer, Packer]:
         if key not in self.lanes:
@@ -476,7 +555,7 @@ class Outbox:
         return trim_padding(batch, self.packer.padding_side, multiple=self.packer.pad_multiple, needed=needed)
 
     def add_decided(self, raw: Any, mask: torch.Tensor, indices: torch.Tensor | None, weights: torch.Tensor | None,
-                    delayed: bool, widths: torch.Tensor | None = None) -> None:
+                    delayed: bool, widths: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> None:
         """A decided raw batch's kept rows with their meta: the rule's weights (ones where it gives none), whether the
         delay kept them (their training losses fill the history), their dataset indices where known, and each row's
         width on the host (:func:`row_widths`) where the batch has a mask. ``raw`` is the whole raw batch (``mask``
@@ -489,6 +568,8 @@ class Outbox:
             meta, mask = select(meta, mask.nonzero().flatten()), torch.ones(int(mask.sum()), dtype=torch.bool)
         if widths is not None:
             meta["width"] = widths
+        if keys is not None:
+            meta["key"] = keys
         self.add(raw, mask, meta)
 
     def merge_lanes(self) -> None:
@@ -504,7 +585,10 @@ class Outbox:
         self.pending += [(self._trim(batch, m), m) for batch, m in packed]
 
     def drain(self) -> None:
-        """At an epoch's end: the remainder becomes a last, smaller batch."""
+        """At an epoch's end: the remainder becomes a last, smaller batch (packing distinct rows: as few batches as
+        keep every batch free of a repeated text)."""
+        if self.distinct:
+            self._cut_distinct(full_only=False)
         self.merge_lanes()
         packed = zip(self.packer.drain(full_only=False), self.meta.drain(full_only=False))
         self.pending += [(self._trim(batch, m), m) for batch, m in packed]

@@ -74,6 +74,17 @@ class Feedback:
             return losses.mean()
         return (losses * to_device(weights, losses.device).to(losses.dtype)).mean()
 
+    def follow_loss(self, total: torch.Tensor, losses: torch.Tensor, shares: torch.Tensor | None, epoch: int) -> torch.Tensor:
+        """A library's own batch loss ``total`` kept as it is, its per-sample ``losses`` recorded; with the rule's weights
+        each sample's share of ``total`` (``shares``, summing to it; ``losses / rows`` for a mean) is reweighted on top,
+        so an unweighted batch trains exactly the library's loss (its normalisation, label smoothing, metrics)."""
+        weights = self.last_weights
+        self.record(losses, epoch)
+        if weights is None:
+            return total
+        shares = losses / losses.numel() if shares is None else shares
+        return total + ((to_device(weights, shares.device).to(shares.dtype) - 1) * shares).sum()
+
     def record(self, losses: torch.Tensor, epoch: int) -> None:
         """The oldest yielded batch's training losses: into the memory by sample index, and while the delay lasts (with
         ``sift_delay="auto"`` or memory scoring) into the history instead of scoring.

@@ -129,16 +129,31 @@ def _install(dataloader: BatchSource, record: deque) -> _RecordingBatchSampler |
 LENGTH_GROUPING = ("lengthgrouped", "bucket", "bylength")
 
 
+#: Words in a batch sampler's class name that say no batch repeats a text (sentence-transformers'
+#: ``NoDuplicatesBatchSampler`` and its hashed form, for in-batch-negative losses).
+NO_DUPLICATES = ("noduplicates",)
+
+
 def length_grouped(dataloader: BatchSource) -> bool:
     """Whether the wrapped loader's sampler or batch sampler groups rows by length (read through accelerate's and
     Fabric's wrappers), so packing should keep rows with rows of their width."""
+    return _sampler_says(dataloader, LENGTH_GROUPING)
+
+
+def distinct_rows(dataloader: BatchSource) -> bool:
+    """Whether the wrapped loader's batch sampler promises batches without a repeated text, so packing must keep it."""
+    return _sampler_says(dataloader, NO_DUPLICATES)
+
+
+def _sampler_says(dataloader: BatchSource, words: tuple[str, ...]) -> bool:
+    """Whether a class name of the wrapped loader's samplers holds one of ``words`` (lower case, no underscores)."""
     loader = inner_loader(dataloader)
     batch_sampler = getattr(loader, "batch_sampler", None)
     batch_sampler = getattr(batch_sampler, "inner", batch_sampler)  # the index recorder's wrapper, seen through
     holders = [getattr(loader, "sampler", None), batch_sampler, getattr(batch_sampler, "sampler", None),
                getattr(batch_sampler, "batch_sampler", None)]
     names = [type(h).__name__.lower().replace("_", "") for h in holders if h is not None]
-    return any(word in name for name in names for word in LENGTH_GROUPING)
+    return any(word in name for name in names for word in words)
 
 
 def stateful(dataloader: BatchSource) -> bool:

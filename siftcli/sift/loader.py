@@ -26,6 +26,7 @@ from siftcli.sift.feedback import META_INDEX, META_WEIGHT, Feedback
 from siftcli.sift.indices import (
     IndexTracker,
     dataset_len,
+    distinct_rows,
     length_grouped,
     loader_batch_size,
     model_device,
@@ -91,6 +92,11 @@ class SiftingDataLoader:
             ``train_sampling_strategy="group_by_length"``, a bucketing batch sampler) keeps its low padding once rows
             are dropped. ``None`` (the default): on where the wrapped loader's sampler groups by length (its class
             name says so).
+        pack_distinct: never pack two rows that share a text (a hash of each ``*input_ids`` field under its mask) into
+            one batch: rows that would repeat one wait for a later batch. A batch sampler that promised it
+            (sentence-transformers' ``BatchSamplers.NO_DUPLICATES``) keeps its promise through packing, so an
+            in-batch-negatives loss never meets its positive as a negative. ``None`` (the default): on where the
+            wrapped loader's batch sampler is one (its class name says ``NoDuplicates``).
 
     A wrapped loader without ``len()`` (a ``DataLoader`` over an ``IterableDataset``: streamed data, ``datasets``'
     ``streaming=True``) is sifted as it streams: every raw batch scored (fresh scoring: a stream has no sample indices
@@ -118,7 +124,8 @@ class SiftingDataLoader:
                  batch_transform: Callable[[Any], Any] | None = None, pad_values: Mapping[str, float] | None = None,
                  padding_side: str = "right", pad_to_multiple_of: int | None = None, yield_on_device: bool = False,
                  reference_losses: torch.Tensor | None = None, epochs: float | None = None, meta_in_batch: bool = False,
-                 exact_len: bool | None = None, pack_by_length: bool | None = None) -> None:
+                 exact_len: bool | None = None, pack_by_length: bool | None = None,
+                 pack_distinct: bool | None = None) -> None:
         if isinstance(dataloader, SiftingDataLoader):
             raise TypeError("dataloader is already a SiftingDataLoader: wrapping it again would sift its kept batches a "
                             "second time; wrap the original DataLoader once (one SiftConfig holds the whole rule)")
@@ -150,7 +157,8 @@ class SiftingDataLoader:
         self.meta_in_batch = meta_in_batch
         self.yield_on_device = yield_on_device
         self.outbox = batching.Outbox(self.batch_size, pad_values, padding_side, pad_to_multiple_of,
-                                      by_length=length_grouped(dataloader) if pack_by_length is None else pack_by_length)
+                                      by_length=length_grouped(dataloader) if pack_by_length is None else pack_by_length,
+                                      distinct=distinct_rows(dataloader) if pack_distinct is None else pack_distinct)
         self.sifter = Sifter(self.config)
         self.feedback = Feedback(self.config, self.sifter, self.scorer, self.memory)
         self.decisions = SamplerDecisions(self.config, self.indices.available, self.memory, self.scorer, self.sifter)
@@ -411,6 +419,12 @@ class SiftingDataLoader:
         """The scalar to backpropagate from a yielded batch's per-sample training ``losses``: recorded (:meth:`record`)
         and averaged with the rule's weights. Pass the ``batch`` when it carries ``sift_index``/``sift_weight``."""
         return self.feedback.training_loss(losses, batch, self.epoch)
+
+    def follow_loss(self, total: torch.Tensor, losses: torch.Tensor, shares: torch.Tensor | None = None) -> torch.Tensor:
+        """The scalar to backpropagate where a library computes the batch loss itself (sentence-transformers' losses,
+        TRL's token loss): ``total`` as it is, ``losses`` (its per-sample terms) recorded, and with the rule's weights
+        (``infobatch``) each sample's share of ``total`` (``shares``; ``losses / rows`` for a mean) reweighted on top."""
+        return self.feedback.follow_loss(total, losses, shares, self.epoch)
 
     def record(self, losses: torch.Tensor) -> None:
         """Remember a yielded batch's per-sample training losses (free scores); once per batch, in order, so loops

@@ -149,3 +149,62 @@ def uncertainty(logits: torch.Tensor, kind: str = "entropy") -> torch.Tensor:
 
 
 hf_loss = HFLoss()
+
+
+#: Reductions a library's batch loss may end with, each with the per-row terms it averaged: a plain mean over rows, or
+#: a loss function left at ``reduction="mean"`` (its ``"none"`` form averaged within each row).
+_MEANS = (torch.Tensor.mean, torch.mean)
+_REDUCED = (F.cross_entropy, F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy_with_logits,
+            F.binary_cross_entropy)
+#: Operations after the mean that keep the loss a mean of per-row terms: a sign, a constant factor or divisor.
+_NEG = (torch.Tensor.neg, torch.Tensor.__neg__, torch.neg)
+_MUL = (torch.Tensor.mul, torch.Tensor.__mul__, torch.Tensor.__rmul__, torch.mul)
+_DIV = (torch.Tensor.div, torch.Tensor.__truediv__, torch.div)
+
+
+class _MeanTerms(torch.overrides.TorchFunctionMode):
+    """Sees every function a loss calls; follows each scalar that averaged one term per row (and what a sign or a
+    constant factor made of it), with those terms."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.rows = rows
+        self.means: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # id(scalar) -> (scalar, its per-row terms)
+
+    def terms_of(self, t: Any) -> torch.Tensor | None:
+        hit = self.means.get(id(t)) if isinstance(t, torch.Tensor) else None
+        return hit[1] if hit is not None and hit[0] is t else None
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not (isinstance(out, torch.Tensor) and out.ndim == 0 and args and isinstance(args[0], torch.Tensor)):
+            return out
+        terms = None
+        if func in _MEANS and len(args) == 1 and kwargs.get("dim") is None:
+            terms = args[0]
+        elif func in _REDUCED and kwargs.get("reduction", "mean") == "mean" and len(args) <= 2:
+            terms = func(*args, **{**kwargs, "reduction": "none"})
+        elif func in _NEG and (t := self.terms_of(args[0])) is not None:
+            terms = -t
+        elif (func in _MUL or func in _DIV) and len(args) == 2 and not kwargs:
+            a, b = self.terms_of(args[0]), self.terms_of(args[1]) if func in _MUL else None
+            other = args[1] if a is not None else args[0]
+            constant = isinstance(other, (int, float)) or (isinstance(other, torch.Tensor) and other.ndim == 0
+                                                           and self.terms_of(other) is None)
+            if constant and (a is not None or b is not None):
+                terms = (a if a is not None else b) * other if func in _MUL else a / other
+        if terms is not None and terms.ndim >= 1 and terms.shape[0] == self.rows and terms.numel():
+            self.means[id(out)] = (out, terms.reshape(self.rows, -1).mean(1))
+        return out
+
+
+def mean_terms(compute: Callable[[], Any], rows: int) -> tuple[Any, torch.Tensor | None]:
+    """``compute()`` (a library's batch loss) and, where that loss is a mean of one term per row (an in-batch-negatives
+    ranking loss, a cosine or softmax loss), those ``rows`` terms, read from the same forward as it ran: the per-sample
+    losses sifting ranks and remembers, with no second forward and no copy of the library's formula. ``None`` where
+    the loss is not such a mean (a sum of several losses, a pairwise ranking over the batch)."""
+    catcher = _MeanTerms(rows)
+    with catcher:
+        total = compute()
+    return total, catcher.terms_of(total)
