@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable
@@ -239,29 +240,40 @@ def claim(path: Path, flag: str = "--output") -> None:
     """One process per run folder: ``.siftcli.lock`` holds the owner's pid and goes when that process exits. A folder
     holding a link that leads out of it is refused first (:func:`refuse_links_out`).
 
-    A lock left by a process that no longer runs (killed with SIGKILL) is taken over. Rank 0's, under torchrun.
+    A lock left by a process that no longer runs (killed with SIGKILL) is taken over. The lock names its host too: a
+    folder shared between machines or containers (each of which may run siftcli as pid 1) is never taken from a process
+    this machine cannot see. Rank 0's, under torchrun.
     """
     if not parallel.is_main():
         return
     refuse_links_out(Path(path), flag)
     lock = Path(path) / ".siftcli.lock"
+    host = socket.gethostname()
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             try:
-                pid = int(lock.read_text().strip() or 0)
+                words = lock.read_text().split()
+                pid, owner = int(words[0]) if words else 0, " ".join(words[1:]) or host  # an older lock: no host
             except (OSError, ValueError):
-                pid = 0
+                pid, owner = 0, host
+            if owner != host:
+                raise SiftcliError(f"{flag} {path}: a siftcli process on host {owner} (pid {pid}) holds this folder; wait "
+                                   f"for it to end, or, if it is gone, delete {lock} (from this host its process cannot "
+                                   "be seen)") from None
             if pid == os.getpid():
                 return
             if pid and _alive(pid):
-                raise SiftcliError(f"--output {path}: another siftcli process (pid {pid}) is writing to this folder; wait for it to "
-                           "end, or choose another folder") from None
+                raise SiftcliError(f"{flag} {path}: another siftcli process (pid {pid}) is writing to this folder; wait for it "
+                                   "to end, or choose another folder") from None
             lock.unlink(missing_ok=True)
             continue
+        except OSError as exc:  # a read-only mount, a folder without write permission, a full disk
+            raise SiftcliError(f"{flag} {path}: folder is not writable ({exc.strerror or exc}); siftcli writes its "
+                               "checkpoints and records there: make it writable, or copy it somewhere writable") from None
         with os.fdopen(fd, "w") as fh:
-            fh.write(str(os.getpid()))
+            fh.write(f"{os.getpid()} {host}")
         atexit.register(lambda: lock.unlink(missing_ok=True))
         return
 

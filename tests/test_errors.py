@@ -279,7 +279,35 @@ def test_a_folder_is_claimed_by_one_live_process(tmp_path: Path) -> None:
     stale.mkdir()
     (stale / ".siftcli.lock").write_text("999999999")  # no such process: the lock is taken over
     claim(stale)
-    assert (stale / ".siftcli.lock").read_text() == str(os.getpid())
+    import socket
+
+    assert (stale / ".siftcli.lock").read_text() == f"{os.getpid()} {socket.gethostname()}"
+    shared = tmp_path / "shared"  # a folder another container (siftcli as its pid 1) holds: never taken over
+    shared.mkdir()
+    (shared / ".siftcli.lock").write_text(f"{os.getpid()} other-container")
+    with pytest.raises(SiftcliError, match="a siftcli process on host other-container \\(pid .*\\) holds this folder.*delete"):
+        claim(shared)
+
+
+def test_resuming_in_a_read_only_folder_is_one_line_naming_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only mount (injected: as root the tests cannot make one) refuses the lock: exit 2 naming --resume, not a
+    disk error with exit 1."""
+    import errno
+    import os
+
+    from siftcli.errors import SiftcliError
+    from siftcli.runio import claim
+
+    real_open = os.open
+
+    def read_only(path: object, *args: object, **kwargs: object) -> int:
+        if str(path).endswith(".siftcli.lock"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    with pytest.raises(SiftcliError, match="--resume .*: folder is not writable \\(Read-only file system\\)"):
+        claim(tmp_path, "--resume")
 
 
 def test_duplicate_betas_and_a_name_that_would_leave_runs(tmp_path: Path, text_csv: Path, monkeypatch) -> None:

@@ -118,6 +118,7 @@ MISUSE = [  # (argument changed, exception, words the message must hold: the arg
     ({"config": {"beta": 2}}, TypeError, "config must be a SiftConfig, got dict: write SiftConfig(**settings)"),
     ({"batch_size": 0}, ValueError, "batch_size must be a positive whole number, got 0"),
     ({"batch_size": 2.5}, ValueError, "batch_size must be a positive whole number, got 2.5"),
+    ({"model": torch.nn.Linear(4, 2, device="meta")}, ValueError, "model: its parameter weight is on the meta device"),
 ]
 
 

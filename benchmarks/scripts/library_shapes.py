@@ -346,6 +346,12 @@ def sentence_transformers_rows(tmp: str) -> list[Row]:
         r = st_run(Path(tmp) / f"st-{len(out)}", **kwargs)
         out.append(Row("sentence-transformers, MultipleNegativesRankingLoss, NO_DUPLICATES", label, r["steps"], r["planned"],
                        "-", round(r["kept"], 3), "-", r["lr"], f"batches repeating a text: {r['repeats']} of {r['batches']}"))
+    from tests.test_shapes import trl_run
+
+    for sifted in (False, True):
+        r = trl_run(Path(tmp) / f"trl-{sifted}", sifted=sifted)
+        out.append(Row("TRL SFTTrainer, prompt/completion", "sifted" if sifted else "plain", r["steps"], r["planned"], "-",
+                       round(r["kept"], 3), "-", r["lr"], f"mean_token_accuracy logged at {len(r['accuracy'])} steps"))
     return out
 
 
@@ -363,14 +369,15 @@ def fabric_resumes(tmp: str) -> dict[str, Any]:
         resumed, again = fabric_run(folder, scoring, load=True)
         out[f"Lightning Fabric, {scoring} scoring, fabric.save at step 10"] = {
             "steps": [steps, again], "weights_equal": all(torch.equal(a, b) for a, b in zip(whole, resumed, strict=True))}
-    from tests.test_shapes import st_run
+    from tests.test_shapes import st_run, trl_run
 
-    whole = st_run(Path(tmp) / "st-whole")
-    st_run(Path(tmp) / "st-cut", stop=10)
-    resumed = st_run(Path(tmp) / "st-cut", resume=True)
-    out["sentence-transformers, checkpoint at step 10, resume_from_checkpoint"] = {
-        "steps": [whole["steps"], resumed["steps"]],
-        "weights_equal": all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))}
+    for name, run in (("sentence-transformers", st_run), ("TRL SFTTrainer", trl_run)):
+        whole = run(Path(tmp) / f"{name}-whole")
+        run(Path(tmp) / f"{name}-cut", stop=10)
+        resumed = run(Path(tmp) / f"{name}-cut", resume=True)
+        out[f"{name}, checkpoint at step 10, resume_from_checkpoint"] = {
+            "steps": [whole["steps"], resumed["steps"]],
+            "weights_equal": all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))}
     return out
 
 

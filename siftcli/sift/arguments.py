@@ -32,6 +32,11 @@ def check_arguments(dataloader: object, model: object, loss_fn: object, config: 
         raise TypeError(f"dataloader must be an iterable of batches (a torch DataLoader), got {type(dataloader).__name__}")
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be the torch.nn.Module being trained, got {type(model).__name__}")
+    meta = next((name for name, p in model.named_parameters() if p.is_meta), None)
+    if meta is not None:
+        raise ValueError(f"model: its parameter {meta} is on the meta device (a shape with no data), so nothing can score "
+                         "or train it; load its weights first (model.to_empty(device=...) then load_state_dict, or "
+                         "from_pretrained without device='meta'), then wrap the loader")
     if not callable(loss_fn):
         raise TypeError(f"loss_fn must be a callable (model, batch) -> Tensor[batch] of per-sample losses, got "
                         f"{type(loss_fn).__name__} (see siftcli.sift.losses for ready ones)")
