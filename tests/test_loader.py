@@ -834,3 +834,17 @@ def test_packing_keeps_a_no_duplicates_batch_free_of_repeated_text() -> None:
         if distinct is None:
             assert loader.outbox.distinct and sum(len(b["labels"]) == 8 for b in batches) >= len(batches) - 4
     assert repeats[None] == 0 and repeats[False] > 0.3, repeats
+
+
+def test_an_exact_length_epoch_never_ends_on_a_lone_row() -> None:
+    """Whatever the keep decisions drew, an epoch that must yield its promised count ends on a batch of two rows or
+    more (a lone row has no in-batch negative, and breaks BatchNorm and mixup's pairs): its floor keeps two in its tail."""
+    smallest, lengths = [], set()
+    for seed in range(12):
+        loader = SiftingDataLoader(_tuple_loader(n=97), torch.nn.Linear(4, 2), cross_entropy_loss,
+                                   SiftConfig(beta=1.0, sift_delay=1, seed=seed))
+        for _ in range(3):
+            sizes = [len(y) for _, y in loader]
+            smallest.append(min(sizes))
+            lengths.add(len(sizes) == len(loader))
+    assert min(smallest) >= 2 and lengths == {True}, smallest

@@ -258,7 +258,7 @@ def distinct_order(keys: torch.Tensor, size: int, full_only: bool = True) -> tup
     sizes: each batch takes, in order, the first rows that share no key with it, the rows passed over wait for the next
     (as sentence-transformers' ``NoDuplicatesBatchSampler`` draws). ``full_only``: only full batches; the rows that make
     none follow in their order. Otherwise the rest too, in batches as large as they can be without a shared key."""
-    rows, order, sizes = [set(r) for r in keys.tolist()], [], []
+    rows, batches = [set(r) for r in keys.tolist()], []
     waiting = list(range(len(rows)))
     while waiting:
         batch, seen, passed = [], set(), []
@@ -270,10 +270,17 @@ def distinct_order(keys: torch.Tensor, size: int, full_only: bool = True) -> tup
                 passed.append(r)
         if full_only and len(batch) < size:
             break
-        order += batch
-        sizes.append(len(batch))
+        batches.append(batch)
         waiting = passed
-    return torch.tensor(order + waiting, dtype=torch.long), sizes
+    if not full_only and len(batches) > 1 and len(batches[-1]) == 1:  # a lone last row (no negatives, no BatchNorm):
+        lone = rows[batches[-1][0]]                                   # it takes a row it shares no text with
+        donor = next((b for b in reversed(batches[:-1]) if len(b) > 2), None)
+        moved = next((r for r in reversed(donor) if not rows[r] & lone), None) if donor else None
+        if moved is not None:
+            donor.remove(moved)
+            batches[-1].append(moved)
+    order = [r for b in batches for r in b]
+    return torch.tensor(order + waiting, dtype=torch.long), [len(b) for b in batches]
 
 
 def trim_padding(batch: Any, padding_side: str = "right", mask_key: str = "attention_mask",

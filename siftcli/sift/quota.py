@@ -40,10 +40,12 @@ class EpochQuota:
 
     def floor_rows(self, batch_size: int, carried_rows: int, full_last: bool = False) -> int | None:
         """Rows this epoch must keep to fill the promise, beyond the ``carried_rows`` left from the last (None: no floor);
-        ``full_last``: its last batch full too (a loader that drops a short last batch)."""
+        ``full_last``: its last batch full too (a loader that drops a short last batch). Otherwise the last batch holds
+        at least two rows: a lone row has no in-batch negative and breaks BatchNorm and mixup's pairs."""
         if not self.enabled or self.promise is None:
             return None
-        return max(0, (self.promise if full_last else self.promise - 1) * batch_size + (0 if full_last else 1) - carried_rows)
+        last = 0 if full_last else min(2, batch_size)
+        return max(0, (self.promise if full_last else self.promise - 1) * batch_size + last - carried_rows)
 
     def allowed(self, ready: int, exhausted: bool) -> int:
         """How many of ``ready`` batches may leave now: never past the promise, and the last promised one only once the
