@@ -148,12 +148,12 @@ def _plan_recipe(tmp_path: Path, rows: int = 240, **changes) -> str:
 
 def test_a_plan_whose_budget_paid_for_the_baselines_only_says_it_compared_nothing() -> None:
     from siftcli.plan.record import Candidate, PlanRecord
-    from siftcli.plan.run import _decide
+    from siftcli.plan.verdict import conclude
 
     record = PlanRecord("running", "r", "accuracy", 1.5, 1, 2, baseline_seconds=100.0,
                         candidates=[Candidate("dedup:threshold=0.7", "dedup", "drop near-copies", None,
                                               outcome="over budget: predicted 40 s at the screen")])
-    _decide(record)
+    conclude(record)
     assert record.answer.startswith("train on everything, untested: the budget of 1.5 baseline runs paid for the "
                                     "baselines only")
     assert "within the tolerance" not in record.answer
@@ -163,9 +163,9 @@ def test_a_sigterm_between_a_plans_jobs_leaves_it_interrupted_and_resumable(tmp_
     import os
     import signal
 
-    from siftcli.plan import run as plan_run
+    from siftcli.plan import phases as plan_phases
 
-    real, calls = plan_run.Plan._train, []
+    real, calls = plan_phases.Plan._train, []
 
     def stopped(self, trial, index):  # noqa: ANN001, ANN202
         calls.append(index)
@@ -173,7 +173,7 @@ def test_a_sigterm_between_a_plans_jobs_leaves_it_interrupted_and_resumable(tmp_
             os.kill(os.getpid(), signal.SIGTERM)
         return real(self, trial, index)
 
-    monkeypatch.setattr(plan_run.Plan, "_train", stopped)
+    monkeypatch.setattr(plan_phases.Plan, "_train", stopped)
     out = runner.invoke(app, ["plan", _plan_recipe(tmp_path), "--budget", "30", "--seeds", "2", "-q", "-o",
                               str(tmp_path / "p")])
     assert out.exit_code == 143, out.output
@@ -354,9 +354,9 @@ def test_a_plan_resumed_on_a_changed_data_file_is_refused_naming_it(tmp_path: Pa
     import os
     import signal
 
-    from siftcli.plan import run as plan_run
+    from siftcli.plan import phases as plan_phases
 
-    real, calls = plan_run.Plan._train, []
+    real, calls = plan_phases.Plan._train, []
 
     def stopped(self, trial, index):  # noqa: ANN001, ANN202
         calls.append(index)
@@ -364,7 +364,7 @@ def test_a_plan_resumed_on_a_changed_data_file_is_refused_naming_it(tmp_path: Pa
             os.kill(os.getpid(), signal.SIGTERM)
         return real(self, trial, index)
 
-    monkeypatch.setattr(plan_run.Plan, "_train", stopped)
+    monkeypatch.setattr(plan_phases.Plan, "_train", stopped)
     recipe = _plan_recipe(tmp_path)
     out = runner.invoke(app, ["plan", recipe, "--budget", "30", "--seeds", "2", "-q", "-o", str(tmp_path / "p")])
     assert out.exit_code == 143, out.output

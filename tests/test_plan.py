@@ -16,9 +16,12 @@ from siftcli.arms.run import run_one
 from siftcli.arms.table import check_arms
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
+from siftcli.plan import costs
 from siftcli.plan.record import Confirmation, PlanRecord, Versus
-from siftcli.plan.run import PlanSettings, _decide, run_plan, split_eval
+from siftcli.plan.run import PlanSettings, run_plan
+from siftcli.plan.settings import split_eval
 from siftcli.plan.strategies import strategies
+from siftcli.plan.verdict import conclude
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import validate_recipe
 from siftcli.workload.build import build_workload
@@ -142,17 +145,17 @@ def test_split_eval_halves_are_disjoint_fixed_and_refuse_tiny_data() -> None:
 
 def test_nothing_confirmed_means_train_on_everything() -> None:
     record = PlanRecord("running", "r", "accuracy", 3, 1, 3, baseline_seconds=10.0)
-    _decide(record)
+    conclude(record)
     assert record.pick == "baseline" and record.payback_runs is None and record.answer.startswith("train on everything")
     worse = Versus("baseline", -3.0, 0.5, 3, (-5.0, -1.5), [-3.0, -3.5, -2.5])
     record.confirmations = [Confirmation("filter:fraction=0.25", [1, 2, 3], [0.8] * 3, [0.83] * 3, 0.3, 5.0, [worse], False,
                                          stopped="worse")]
-    _decide(record)
+    conclude(record)
     assert record.pick == "baseline" and "worse than the tolerance" in record.answer and "inconclusive" not in record.answer
     unsure = Versus("baseline", 0.07, 0.47, 5, (-1.95, 2.08), [0.5, -0.4, 0.1, 0.3, -0.2])
     record.confirmations = [Confirmation("sifted:beta=2", [1, 2, 3, 4, 5], [0.94] * 5, [0.94] * 5, 0.63, 5.0, [unsure],
                                          False, stopped="inconclusive")]
-    _decide(record)
+    conclude(record)
     assert record.pick == "baseline" and "sifted:beta=2: +0.07 ± 0.47 points over 5 seeds" in record.answer
     assert "inconclusive after 5 seeds" in record.answer and "--seeds 8" in record.answer
 
@@ -303,19 +306,19 @@ def test_the_search_falls_back_to_the_screens_families_and_an_exact_candidate_ne
     record.candidates[1].trials[0].predicted_ratio = 0.6
     record.candidates[1].trials[0].informative = False  # too short to tell: no evidence, so nothing to confirm
     assert search.winner(record) is None and search.promoted(record) == []  # (one family left: no rung 2 either)
-    _decide(record)  # no confirmation (or a failed one): the exact candidate is the answer, with nothing to confirm
+    conclude(record)  # no confirmation (or a failed one): the exact candidate is the answer, with nothing to confirm
     assert record.pick == "cache" and record.pick_family == "teacher-cache" and record.pick_time_ratio == pytest.approx(0.75)
     assert "nothing to confirm" in record.answer and record.pick_versus_baseline is None
     # a cached teacher runs on every step inside the first epoch only: a rung at half an epoch is priced so
     run = {"train_seconds": 8.0, "phases": {"teacher": 3.0}, "teacher": {"cached": True}}
-    assert search.full_seconds(run, 1 / 8, 4) == pytest.approx((8 - 3) * 8 + 3 * 2)  # (one epoch of the teacher)
-    assert search.full_seconds({**run, "teacher": {"cached": False}}, 1 / 8, 4) == pytest.approx(64)
+    assert costs.full_seconds(run, 1 / 8, 4) == pytest.approx((8 - 3) * 8 + 3 * 2)  # (one epoch of the teacher)
+    assert costs.full_seconds({**run, "teacher": {"cached": False}}, 1 / 8, 4) == pytest.approx(64)
     # scoring from memory scores every sample in its first epoch, then refreshes a share of them in each later one
     scored = {"train_seconds": 10.0, "phases": {"scoring": 2.0}}
-    assert search.full_seconds(scored, 1 / 2, 4, 0.25) == pytest.approx(8 * 2 + 2 / 1.25 * (1 + 3 * 0.25))
+    assert costs.full_seconds(scored, 1 / 2, 4, 0.25) == pytest.approx(8 * 2 + 2 / 1.25 * (1 + 3 * 0.25))
     memory = Candidate("sifted:m", "online", "", 0.5, first_epoch_cost=0.3)
-    assert search.predicted_cost(memory, 100.0, 1 / 8, epochs=4) == pytest.approx(100 * (0.5 / 8 + 0.3 / 8))
-    assert search.predicted_cost(memory, 100.0, 1 / 2, epochs=4) == pytest.approx(100 * (0.5 / 2 + 0.3 / 4))
+    assert costs.predicted_cost(memory, 100.0, 1 / 8, epochs=4) == pytest.approx(100 * (0.5 / 8 + 0.3 / 8))
+    assert costs.predicted_cost(memory, 100.0, 1 / 2, epochs=4) == pytest.approx(100 * (0.5 / 2 + 0.3 / 4))
 
 
 def test_every_family_that_applies_is_screened_with_the_default_budget(tmp_path: Path, monkeypatch) -> None:

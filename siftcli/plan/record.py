@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from typing_extensions import TypedDict
 
@@ -161,3 +162,15 @@ class PlanRecord:
     study: str = ""  # the study's name in that storage
     workers: int = 1  # processes on this machine
     wall_seconds: float = 0.0  # this machine's wall-clock (search and confirmation cost are every process's seconds)
+
+
+def load_record(data: dict[str, Any]) -> PlanRecord:
+    """A ``plan.json`` back into its typed record (a resumed plan)."""
+    def paired(p: dict[str, Any] | None) -> Versus | None:
+        return None if p is None else Versus(**{**p, "ci95": tuple(p["ci95"])})
+
+    candidates = [Candidate(**{**c, "trials": [Trial(**t) for t in c["trials"]]}) for c in data["candidates"]]
+    confirmations = [Confirmation(**{**c, "versus": [paired(v) for v in c["versus"]],
+                                     "looks": [Look(**k) for k in c.get("looks", [])]}) for c in data["confirmations"]]
+    return PlanRecord(**{**data, "candidates": candidates, "skipped": [Skipped(**k) for k in data["skipped"]],
+                         "confirmations": confirmations, "pick_versus_baseline": paired(data.get("pick_versus_baseline"))})

@@ -31,12 +31,12 @@ from collections.abc import Callable
 from typing import Any
 
 from siftcli.analysis.stats import diff_points
-from siftcli.errors import RunInterrupted
+from siftcli.plan.costs import budget_seconds, full_seconds, full_time, job_cost, predicted_cost, steps_share, unit_from
 from siftcli.plan.record import SHORT_JOB_SECONDS, Candidate, PlannerNotes, PlanRecord, Trial
 from siftcli.plan.strategies import SCORING_GUESS
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
-from siftcli.training.record import RunMetrics, final_value, paid_seconds
+from siftcli.training.record import final_value, paid_seconds
 
 #: The first screening rung: every candidate trains this share of its own schedule (a filter at a quarter of the pool:
 #: a thirty-second of the baseline's steps), schedule fully decayed there.
@@ -63,8 +63,6 @@ FASTER = 0.95
 #: Scoring from memory, a later epoch's scoring over the first's (which scores every sample: nothing is remembered
 #: yet): the share of stale losses refreshed, as the strategies' guess has it (``SCORING_GUESS``).
 MEMORY_SHARE = SCORING_GUESS["memory"] / SCORING_GUESS["fresh"]
-#: The least a search may spend, whatever ``--budget`` says in runs (:func:`budget_seconds`).
-MIN_BUDGET_SECONDS = 10.0
 #: The plan's search phases, in order (the first probe; the deeper probes, one phase each; the screen with its noise
 #: baseline; rung 2); the confirmation's phases follow (two per seed: its baseline, then the pick).
 BASELINES = 0
@@ -92,67 +90,7 @@ def at_fidelity(recipe: Recipe, fidelity: float) -> Recipe:
         "eval": recipe.eval.model_copy(update={"every_steps": None, "every_seconds": None, "per_epoch": False})})
 
 
-# -- cost -----------------------------------------------------------------------------------------------------------
-def unit_from(job_seconds: float, run: RunMetrics, fidelity: float) -> float:
-    """A full baseline run's seconds, from a baseline job trained for ``fidelity`` of the schedule: its training clock
-    scaled to the whole schedule, its setup and evaluation as they were."""
-    return job_seconds + float(run["train_seconds"]) * (1 / fidelity - 1)
-
-
-def budget_seconds(record: PlanRecord) -> float:
-    """The search's budget in seconds: ``--budget`` baseline runs, and never less than ``MIN_BUDGET_SECONDS`` (on a
-    recipe whose run takes a second, a job's setup and evaluation are most of its cost, and a budget in runs would
-    screen nothing)."""
-    return max(record.budget * (record.baseline_seconds or 0.0), MIN_BUDGET_SECONDS)
-
-
-def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference_paid: bool = False,
-                   setup: float = 0.0, epochs: float = 1.0) -> float:
-    """Seconds a trial should take: once a lower rung ran, that rung's measured training (its reference's build and the
-    job's setup taken out) scaled up; before, its share of the pool plus its extra cost (a scoring forward) of a
-    baseline run's training at ``fidelity``, plus its reference's build (the same at any rung) unless another candidate
-    of this seed paid it; and a job's setup (``setup``: building the run, evaluating it)."""
-    ran = [t for t in candidate.trials if t.status == "complete" and t.fidelity < fidelity]
-    if ran:
-        t = ran[-1]
-        return setup + max(0.0, t.seconds - t.fixed_seconds - setup) * fidelity / t.fidelity
-    share = steps_share(candidate)
-    first = (unit - setup) * candidate.first_epoch_cost * min(fidelity, 1 / max(1.0, epochs))  # its first epoch's
-    return setup + (unit - setup) * fidelity * (share + candidate.extra_cost) + unit * candidate.upfront_cost + \
-        first + (0.0 if reference_paid else unit * candidate.fixed_cost)
-
-
-def structural(candidate: Candidate) -> bool:
-    """Whether a candidate's training cost follows from its structure: it trains a known share of the baseline's steps
-    with nothing computed per step beyond them (a subset, fewer epochs, near-copies removed); only its work before
-    training (a reference's build, a near-copy search) is measured. Its time is then that share of the baseline's, not
-    one short job's seconds scaled up: a screen job of a few seconds on a busy machine once measured 1.45 of the
-    baseline's for a strategy training a third of its steps, and the plan dropped the best strategy as slower."""
-    return candidate.family in STRUCTURAL_FAMILIES and not candidate.extra_cost and not candidate.first_epoch_cost
-
-
-#: The families whose training is a known share of the baseline's steps, with nothing computed per step beyond them.
-STRUCTURAL_FAMILIES = ("fewer-epochs", "filter", "dedup", "dedup+filter", "target-only")
-
-
-def full_time(candidate: Candidate, unit: float) -> float:
-    """Its predicted full-schedule seconds, the reference paid (what ties are broken by and what must beat the unit):
-    for a :func:`structural` candidate its share of the baseline's training plus its measured work before training;
-    else the highest rung's time ratio scaled to the whole schedule, or before any rung its shares of a run."""
-    if structural(candidate):
-        return unit * (steps_share(candidate) + candidate.fixed_cost + candidate.upfront_cost)
-    ran = [t for t in candidate.trials if t.status == "complete" and t.predicted_ratio is not None]
-    if ran:
-        return unit * ran[-1].predicted_ratio  # type: ignore[operator]
-    return unit * (steps_share(candidate) + candidate.extra_cost + candidate.fixed_cost + candidate.upfront_cost)
-
-
-def job_cost(record: PlanRecord, fidelity: float) -> float:
-    """A baseline job's predicted seconds at ``fidelity``: its setup, and its share of a run's training."""
-    unit, setup = record.baseline_seconds or 0.0, record.setup_seconds
-    return setup + (unit - setup) * fidelity
-
-
+# -- cost (the time model itself: siftcli.plan.costs) ------------------------------------------------------------
 def breadth_first(candidates: list[Candidate], unit: float, fidelity: float = SCREEN,
                   epochs: float = 1.0) -> list[Candidate]:
     """The screen's order: each family's cheapest first, families by that cost, then each family's next, ... so a
@@ -210,11 +148,6 @@ def learned(value: float | None, untrained: float | None, metric: Any, rows: int
     if untrained is None or value is None:
         return True
     return (diff_points(value, untrained, metric) or 0.0) > Z * noise_points([value], metric, rows)
-
-
-def steps_share(c: Candidate) -> float:
-    """The share of the baseline's steps a candidate trains on its full schedule (the part of the pool it keeps)."""
-    return c.pool_fraction if c.pool_fraction is not None else 1.0
 
 
 def trial_at(c: Candidate, fidelity: float | None) -> Trial | None:
@@ -438,24 +371,6 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
         c.outcome = _outcome(c, record, queued, extra)
 
 
-def full_seconds(run: RunMetrics, fidelity: float, epochs: float, memory: float | None = None) -> float:
-    """A rung's run scaled to the full schedule: its training by the rung's inverse, its reference's build once, a
-    cached teacher's forwards as the first epoch's only (a rung inside the first epoch ran them on every step; one past
-    it ran them once), and, scoring from memory (``memory``: a later epoch's scoring over the first's), the first
-    epoch's scoring of every sample once and the later epochs' refreshes at that share."""
-    ref = run.get("reference") or {}
-    phases = run.get("phases", {})
-    build = float(ref.get("build_seconds") or 0.0)
-    teacher = float(phases.get("teacher", 0.0)) if (run.get("teacher") or {}).get("cached") else 0.0
-    scoring = float(phases.get("scoring", 0.0)) if memory is not None else 0.0
-    rest = paid_seconds(run) - build - teacher - scoring
-    ran = fidelity * epochs  # epochs this rung trained
-    if scoring:  # the first epoch's scoring, from what the rung's epochs paid (the first in full, the rest at the share)
-        first = scoring / (min(1.0, ran) + max(0.0, ran - 1) * memory)  # type: ignore[operator]
-        scoring = first * (1 + max(0.0, epochs - 1) * memory)  # type: ignore[operator]
-    return rest / fidelity + build + teacher / min(1.0, ran) + scoring
-
-
 def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes) -> str:
     over = extra.get("over_budget", {})
     unit = record.baseline_seconds or 0.0
@@ -486,25 +401,3 @@ def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes)
         return (f"promoted, over budget at rung 2 (predicted {extra['over_budget_promotion'][c.arm]:.0f} s): the screen "
                 "decides")
     return f"stopped at the {rung}" + short
-
-
-def measure(candidates: list[Candidate], derive: Callable[[str], tuple[list[int] | None, float]], n: int,
-            reference_cost: Callable[[str], float], unit: float) -> tuple[dict[str, float], ...]:
-    """What the plan can know before any candidate trains, on the planner's clock: the share of the pool each dedup
-    and target-group candidate keeps and the seconds its own work took (a near-duplicate search, which each of its
-    trials pays again, on its clock), in runs of ``unit`` seconds; and each reference's build in runs."""
-    pools, fixed, upfront = {}, {}, {}
-    for c in candidates:
-        if c.reference is not None:
-            fixed[c.arm] = reference_cost(c.reference)
-        if c.pool_fraction is None and c.family in ("dedup", "dedup+filter", "target-only"):
-            try:
-                subset, seconds = derive(c.arm)
-            except RunInterrupted:
-                raise
-            except Exception:  # noqa: BLE001  (the trial will fail the same way and record why)
-                continue
-            if subset is not None:
-                pools[c.arm] = len(subset) / max(1, n)
-            upfront[c.arm] = seconds / unit if unit > 0 else 0.0
-    return pools, fixed, upfront
