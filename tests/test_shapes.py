@@ -780,3 +780,81 @@ def test_trl_sft_trains_its_token_loss_and_metrics_and_resumes_mid_epoch(tmp_pat
     resumed = trl_run(tmp_path / "cut", resume=True)
     assert resumed["steps"] == whole["steps"]
     assert all(torch.equal(a, b) for a, b in zip(whole["weights"], resumed["weights"], strict=True))
+
+
+def timm_run(sifted: bool, prefetcher: bool = True, epochs: int = 3, mixup_off_epoch: int = 2) -> dict:
+    """timm's ``train.py`` shape: a ``resnet10t`` (BatchNorm) from ``create_model``, a ``DataLoader`` with
+    ``drop_last=True`` and ``FastCollateMixup`` behind timm's ``PrefetchLoader`` (``prefetcher``; else ``Mixup`` applied
+    to each batch), ``SoftTargetCrossEntropy``, a per-update cosine schedule planned from ``len(loader)``
+    (``create_scheduler_v2(updates_per_epoch=len(loader))``), and ``mixup_off_epoch``: train.py's
+    ``loader.mixup_enabled = False``. The sifting loader wraps the loader timm built, as the docs' line does (with
+    ``epochs=``: the schedule is planned once from the first ``len()``)."""
+    timm = pytest.importorskip("timm")
+    import numpy as np
+    from timm.data import FastCollateMixup, Mixup
+    from timm.data.loader import PrefetchLoader
+    from timm.loss import SoftTargetCrossEntropy
+    from timm.scheduler import create_scheduler_v2
+
+    torch.manual_seed(0)
+    g = np.random.default_rng(0)
+    images = g.integers(0, 255, size=(100, 3, 16, 16), dtype=np.uint8)
+    labels = g.integers(0, 4, size=100)
+    rows = [(images[i], int(labels[i])) for i in range(100)]
+    mixup = dict(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=4)
+    if prefetcher:
+        base = PrefetchLoader(DataLoader(rows, batch_size=8, shuffle=True, drop_last=True,
+                                         collate_fn=FastCollateMixup(**mixup), generator=torch.Generator().manual_seed(0)),
+                              device=torch.device("cpu"))
+        batch_mixup = None
+    else:
+        base = DataLoader([(torch.tensor(x).float() / 255, y) for x, y in rows], batch_size=8, shuffle=True,
+                          drop_last=True, generator=torch.Generator().manual_seed(0))
+        batch_mixup = Mixup(**mixup)
+    model = timm.create_model("resnet10t", num_classes=4, pretrained=False)
+    loader = SiftingDataLoader(base, model, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=2, seed=0),
+                               epochs=epochs) if sifted else base
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler, _ = create_scheduler_v2(optimizer, sched="cosine", num_epochs=epochs, updates_per_epoch=len(loader),
+                                       step_on_epochs=False)
+    criterion, updates, sizes, mixed, lrs = SoftTargetCrossEntropy(), 0, [], [], []
+    for epoch in range(epochs):
+        if prefetcher and epoch == mixup_off_epoch and loader.mixup_enabled:
+            loader.mixup_enabled = False  # train.py's mixup_off_epoch, through the wrapper
+        if batch_mixup is not None and epoch == mixup_off_epoch:
+            batch_mixup.mixup_enabled = False
+        for x, y in loader:
+            if batch_mixup is not None:
+                x, y = batch_mixup(x, y)  # asserts an even batch
+            sizes.append(len(x))
+            mixed.append(bool(((y > 0.05).sum(1) > 1).any()))  # a mixed target: two classes above the smoothing
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            updates += 1
+            scheduler.step_update(num_updates=updates)
+            lrs.append(optimizer.param_groups[0]["lr"])
+    return {"steps": updates, "planned": len(loader) * epochs, "sizes": sizes, "lr": lrs[-1], "mixed": mixed,
+            "per_epoch": len(loader)}
+
+
+@pytest.mark.parametrize("prefetcher", [True, False])
+def test_timm_train_script_trains_its_planned_updates_on_full_even_batches_and_turns_mixup_off(prefetcher: bool) -> None:
+    """timm's train.py as published plus the one-line wrap: the planned updates (the schedule from ``len(loader)`` run
+    to its end), every batch full and even (``drop_last=True``, Mixup needs pairs, BatchNorm never sees one row), soft
+    targets scored as soft targets, and ``mixup_off_epoch`` reaching the prefetcher's collate through the wrapper.
+    timm is not in the dev install (it needs torchvision, which does not import beside the CPU torch wheel CI uses):
+    this runs where timm is installed."""
+    plain, sifted = timm_run(False, prefetcher), timm_run(True, prefetcher)
+    for r in (plain, sifted):
+        assert r["steps"] == r["planned"] and set(r["sizes"]) == {8}
+        assert r["lr"] == pytest.approx(plain["lr"])  # the cosine's last update, where planned
+        off = 2 * r["per_epoch"]
+        # mixed before mixup_off_epoch (a cutmix box may be almost empty), plain smoothed targets after; with the
+        # prefetcher, rows mix as they are collated, so the sifted epoch's first batches, packed from rows carried over
+        # from the epoch before (collated while mixup was on), are still mixed: at most two here
+        late = 2 if prefetcher and r is sifted else 0
+        assert sum(r["mixed"][:off]) >= 0.8 * off and sum(r["mixed"][off:]) <= late, r["mixed"]
+        assert not any(r["mixed"][off + late:]), r["mixed"]
+    assert sifted["steps"] < plain["steps"]

@@ -93,9 +93,9 @@ class IndexTracker:
 
 def inner_loader(dataloader: BatchSource) -> BatchSource:
     """The loader a wrapper iterates: accelerate's ``DataLoaderShard`` (the HF Trainer's loader) its
-    ``base_dataloader``, Lightning Fabric's ``_FabricDataLoader`` (``fabric.setup_dataloaders``) its ``_dataloader``;
-    any other loader itself."""
-    for name in ("base_dataloader", "_dataloader"):
+    ``base_dataloader``, Lightning Fabric's ``_FabricDataLoader`` (``fabric.setup_dataloaders``) its ``_dataloader``,
+    timm's ``PrefetchLoader`` its ``loader``; any other loader itself."""
+    for name in ("base_dataloader", "_dataloader", "loader"):
         inner = getattr(dataloader, name, None)
         if inner is not None and hasattr(inner, "__iter__"):
             return inner

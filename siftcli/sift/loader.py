@@ -27,6 +27,7 @@ from siftcli.sift.indices import (
     IndexTracker,
     dataset_len,
     distinct_rows,
+    inner_loader,
     length_grouped,
     loader_batch_size,
     model_device,
@@ -165,7 +166,7 @@ class SiftingDataLoader:
         self.kept_sets = KeptOverlap()
         self.quota = EpochQuota(exact_len)
         # the wrapped loader drops a short last batch: so does this one (a model with BatchNorm, mixup needing pairs)
-        self.drop_last = bool(getattr(dataloader, "drop_last", False))
+        self.drop_last = bool(getattr(dataloader, "drop_last", None) or getattr(inner_loader(dataloader), "drop_last", False))
         if world_size() > 1:  # each rank draws its own keep decisions (and saves its own generator)
             self.sifter.generator.manual_seed(int(self.config.seed) + 1_000_003 * rank())
         if epochs:
