@@ -196,9 +196,17 @@ def test_a_plan_resumed_after_its_recipe_was_edited_says_so(tmp_path: Path) -> N
                               str(tmp_path / "p")])
     assert out.exit_code == 0, out.output
     saved = tmp_path / "p" / "recipe.yaml"
-    saved.write_text(saved.read_text().replace("epochs: 2", "epochs: 3"))
+    original = saved.read_text()
+    saved.write_text(original.replace("epochs: 2", "epochs: 3"))
     _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path / "p")]),
                     "recipe.yaml changed since the plan started")
+    saved.write_text(original)  # plan.json edited instead: said as an edit of plan.json, not as another --study's clash
+    record = tmp_path / "p" / "plan.json"
+    data = json.loads(record.read_text())
+    record.write_text(json.dumps({**data, "seeds": 40, "tolerance": 0}))
+    _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path / "p")]),
+                    "plan.json says tolerance 0 (started with 1), seeds 40 (started with 2): it was edited since the plan "
+                    "started")
 
 
 def test_a_plan_with_too_few_evaluation_rows_leaves_no_folder(tmp_path: Path) -> None:
@@ -589,3 +597,20 @@ def test_a_reference_whose_loss_breaks_names_the_references_learning_rate(tmp_pa
                     "the reference model's training loss became")
     assert "try a lower sift.reference.lr" in runner.invoke(
         app, ["train", _recipe(tmp_path, text_csv, epochs=1, **raw), "-q", "-o", str(tmp_path / "o2")]).output
+
+
+def test_an_empty_source_and_a_broken_tokenizer_folder_are_named_as_what_they_are(tmp_path: Path, text_csv: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An empty data.source is refused as empty (it reached the imagefolder reader: "Instruction 'train' corresponds to
+    no data!"); a local tokenizer folder whose config.json is broken names that file, not the hub's cache and
+    HF_HUB_OFFLINE."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _one_line_error(runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"data.source": ""})]),
+                    "key 'data.source': is empty: give a data file, a folder")
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json")
+    out = runner.invoke(app, ["train", _recipe(tmp_path, text_csv, **{"model.tokenizer": str(folder)}), "-q", "-o",
+                              str(tmp_path / "run")])
+    _one_line_error(out, f"model.tokenizer: cannot load tokenizer from folder '{folder}': It looks like the config file")
+    assert "HF_HUB_OFFLINE" not in out.output

@@ -89,6 +89,14 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         raise SiftcliError(f"--resume {resume}: {folder / 'recipe.yaml'} changed since the plan started (the plan's "
                            "finished jobs were trained on the recipe it had); put the original back, or start a new plan "
                            "with the edited recipe")
+    if resume and extend_seeds is None:  # plan.json edited since the plan started: said as such, not as a study clash
+        started = ps.started_settings()
+        edited = [f"{k} {getattr(record, k):g} (started with {started[k]:g})" for k in ("budget", "tolerance", "seeds")
+                  if k in started and started[k] != getattr(record, k)]
+        if edited:
+            raise SiftcliError(f"--resume {resume}: {folder / 'plan.json'} says {', '.join(edited)}: it was edited since "
+                               "the plan started, and its finished jobs were decided with the settings it started with; "
+                               f"put those back (to confirm over more seeds: --resume {resume} --seeds N)")
     if extend_seeds is not None:
         ps.extend(record.seeds)
     ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})

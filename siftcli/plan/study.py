@@ -84,6 +84,10 @@ class PlanStudy:
         if shared:
             self.study.set_user_attr(studies.SETTINGS, {**shared, "seeds": seeds})
 
+    def started_settings(self) -> dict[str, Any]:
+        """The shared settings the study was started with (empty before any process joined it)."""
+        return dict(self.study.user_attrs.get(studies.SETTINGS, {}))
+
     def recorded_recipe(self) -> str | None:
         """The SHA-256 of the recipe the study was started with (None before any process joined it)."""
         return self.study.user_attrs.get(studies.RECIPE)

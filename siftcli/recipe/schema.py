@@ -87,6 +87,13 @@ class DataSpec(_Strict):
     label_column: str = "label"
     label_names: list[str] | None = None
 
+    @field_validator("source")
+    @classmethod
+    def _named(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("is empty: give a data file, a folder (imagefolder, save_to_disk) or a hub dataset id")
+        return v
+
     @field_validator("label_names")
     @classmethod
     def _distinct(cls, v: list[str] | None) -> list[str] | None:

@@ -36,6 +36,9 @@ def resolve_source(source: str, key: str = "model.source") -> str:
 
 
 def _hub_error(what: str, source: str, exc: Exception, key: str) -> SiftcliError:
+    if Path(source).expanduser().is_dir():  # a local folder: its files are at fault, never the hub or the cache
+        return SiftcliError(f"{key}: cannot load {what} from folder {source!r}: {first_line(exc, 200).rstrip('.')}; check the files "
+                            "save_pretrained wrote there")
     offline = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE")
     reason = "not in the local cache and HF_HUB_OFFLINE is set" if offline else "the Hugging Face Hub is unreachable or the id is wrong"
     first = first_line(exc, 160)
