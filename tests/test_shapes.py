@@ -858,3 +858,62 @@ def test_timm_train_script_trains_its_planned_updates_on_full_even_batches_and_t
         assert sum(r["mixed"][:off]) >= 0.8 * off and sum(r["mixed"][off:]) <= late, r["mixed"]
         assert not any(r["mixed"][off + late:]), r["mixed"]
     assert sifted["steps"] < plain["steps"]
+
+
+def composer_run(folder: Path, stop: str | None = None, load: bool = False) -> list[torch.Tensor]:
+    """Composer's ``Trainer`` over the sifting loader (``SiftingCallback``, ``spin_dataloaders=False``), 3 epochs of a
+    linear model; ``stop`` saves a checkpoint at that time (``"10ba"``: mid-epoch) and ends there; ``load`` resumes from
+    it with a loader and model made afresh."""
+    pytest.importorskip("composer")
+    from composer import Trainer
+    from composer.models import ComposerModel
+
+    from siftcli.integrations.composer import SiftingCallback
+
+    torch.manual_seed(0)
+    net = _model()
+    sifted = SiftingDataLoader(DataLoader(_rows(96), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(0)),
+                               net, cross_entropy_loss, SiftConfig(beta=1.0, sift_delay=2, seed=0), epochs=3)
+
+    class Model(ComposerModel):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, batch: tuple) -> torch.Tensor:
+            return self.net(batch[0])
+
+        def loss(self, outputs: torch.Tensor, batch: tuple) -> torch.Tensor:
+            return sifted.training_loss(torch.nn.functional.cross_entropy(outputs, batch[1], reduction="none"))
+
+    model = Model()
+    trainer = Trainer(model=model, train_dataloader=sifted, max_duration=stop or "3ep", device="cpu",
+                      optimizers=torch.optim.SGD(model.parameters(), lr=0.1), callbacks=[SiftingCallback(sifted)],
+                      spin_dataloaders=False, save_folder=str(folder), save_interval=stop or "100ep",
+                      save_filename="ck-{batch}.pt", load_path=str(folder / "ck-10.pt") if load else None,
+                      progress_bar=False, log_to_console=False, seed=0)
+    trainer.fit()
+    return [p.detach().clone() for p in net.parameters()]
+
+
+def test_composer_resumes_mid_epoch_to_the_uninterrupted_weights(tmp_path: Path) -> None:
+    """Composer's Trainer, checkpointed at batch 10 (mid-epoch) and resumed with ``load_path``: the callback carries the
+    sifting loader's state in the checkpoint and the Trainer does not spin the loader, so the resumed run ends in the
+    uninterrupted weights (spun, it trained other rows: the issue's "loader epoch 1 instead of 2"). Composer pins an
+    older torch than the dev install's: this runs where Composer is installed."""
+    whole = composer_run(tmp_path / "whole")
+    composer_run(tmp_path / "cut", stop="10ba")
+    resumed = composer_run(tmp_path / "cut", load=True)
+    assert all(torch.equal(a, b) for a, b in zip(whole, resumed, strict=True))
+
+
+def test_composer_spinning_the_sifting_loader_on_resume_is_refused_naming_the_fix(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Composer's default resume spins the loader to the checkpoint's batch, which a loader that continues its own epoch
+    would yield twice: the callback refuses it at the first batch, naming ``spin_dataloaders=False``."""
+    composer = pytest.importorskip("composer")
+    composer_run(tmp_path / "cut", stop="10ba")
+    real = composer.Trainer.__init__
+    monkeypatch.setattr(composer.Trainer, "__init__", lambda self, **kw: real(self, **{**kw, "spin_dataloaders": True}))
+    with pytest.raises(ValueError, match="spun the loader .* give Trainer\\(spin_dataloaders=False\\)"):
+        composer_run(tmp_path / "cut", load=True)
