@@ -15,8 +15,9 @@ or the pick within its paired noise of the truth: its paired interval against th
 time ratio is within 0.1), whether the pick is worse than the tolerance, the deciding cost (the search) and the whole
 cost (with the confirmation) in the plan's baseline runs, and the seeds the confirmation needed.
 
-Truths are kept per seed (``runs/plan-accuracy/<regime>/truth/seed<N>.json``) and plans in their folders, so an
-interrupted entry goes on where it stopped; ``--report-only`` only reads.
+Truths are kept per seed in the repository (``benchmarks/truths/<regime>/seed<N>.json``, the runs in brief; their
+training folders under ``runs/plan-accuracy/<regime>/truth/``) and plans in their folders, so an interrupted entry goes
+on where it stopped and a report reuses the stored truths; ``--report-only`` only reads.
 
     python -m benchmarks plan-accuracy [--regime relevance ...] [--report-only] [--seeds 5]
 """
@@ -37,6 +38,9 @@ from typing import Any
 from benchmarks.entry import DOC, ROOT
 
 OUT = ROOT / "runs" / "plan-accuracy"
+#: The truths, kept in the repository as data (each seed's runs in brief): the report reuses them; measuring them
+#: again is ``--truth-only`` with the regime's files removed.
+TRUTHS = ROOT / "benchmarks" / "truths"
 TITLE = "siftcli plan: decision accuracy"
 #: ``siftcli plan``'s default --budget, the one the aim is measured at.
 DEFAULT_BUDGET = 2.0
@@ -80,6 +84,9 @@ REGIMES = {
     "teacher": Regime("teacher.yaml", "teacher-cache (distillation, the teacher on every step)", _teacher),
     "compose": Regime("compose.yaml", "dedup+filter (near-copies and off-target rows)",
                       lambda: _data().agnews_mix(300, 40, 6, 600, 300)),
+    "pretrained-relevance": Regime("pretrained-relevance.yaml", "filter or target-only on a pretrained fine-tune "
+                                   "(MiniLM; two thirds of the pool off target)",
+                                   lambda: _data().agnews_mix(200, off_target=400, holdout=300, evaluation=1000)),
 }
 
 
@@ -113,7 +120,9 @@ def truth_runs(name: str, seeds: int, report_only: bool) -> list[dict[str, Any]]
     out = []
     for i in range(seeds):
         seed = recipe.seed + TRUTH_SEED + i
-        path = OUT / name / "truth" / f"seed{seed}.json"
+        path = TRUTHS / name / f"seed{seed}.json"
+        if not path.exists() and (OUT / name / "truth" / f"seed{seed}.json").exists():  # measured before truths were kept
+            path = OUT / name / "truth" / f"seed{seed}.json"
         if path.exists():
             record = json.loads(path.read_text())
             missing = [a for a in arms if a not in record["runs"]]
@@ -128,6 +137,7 @@ def truth_runs(name: str, seeds: int, report_only: bool) -> list[dict[str, Any]]
             break
         runs = run_arms(recipe, arms, [seed], OUT / name / "truth" / f"seed{seed}")[0]
         record = {"seed": seed, "runs": {arm: brief(run) for arm, run in runs.items()}}
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, record)
         out.append(record)
     return out

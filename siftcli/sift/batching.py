@@ -230,8 +230,18 @@ def row_widths(batch: Any, padding_side: str = "right", mask_key: str = "attenti
     return (mask.ne(0) * (cols if padding_side == "right" else cols.flip(0))).amax(dim=1)
 
 
-#: Weights of the rolling hash :func:`row_keys` takes of a row's token ids (fixed: keys agree across runs and resumes).
-_KEY_WEIGHTS = torch.randint(1, 2**31 - 1, (1 << 16,), generator=torch.Generator().manual_seed(0x51F7), dtype=torch.long)
+#: Weights of the rolling hash :func:`row_keys` takes of a row's token ids (fixed: keys agree across runs and resumes),
+#: one copy per device, made once (no copy to the device at every batch).
+_KEY_WEIGHTS: dict[torch.device, torch.Tensor] = {}
+
+
+def _key_weights(width: int, device: torch.device) -> torch.Tensor:
+    have = _KEY_WEIGHTS.get(device)
+    if have is None or have.numel() < width:
+        size = max(1 << 12, 1 << (width - 1).bit_length())
+        made = torch.randint(1, 2**31 - 1, (size,), generator=torch.Generator().manual_seed(0x51F7), dtype=torch.long)
+        _KEY_WEIGHTS[device] = have = made.to(device)
+    return have[:width]
 
 
 def row_keys(batch: Any) -> torch.Tensor | None:
@@ -248,7 +258,7 @@ def row_keys(batch: Any) -> torch.Tensor | None:
             continue
         mask = batch.get(str(name)[: -len("input_ids")] + "attention_mask")
         on = mask.ne(0) if isinstance(mask, torch.Tensor) and mask.shape == ids.shape else torch.ones_like(ids, dtype=torch.bool)
-        weights = _KEY_WEIGHTS[: ids.shape[1]].to(ids.device, non_blocking=True)
+        weights = _key_weights(ids.shape[1], ids.device)
         keys.append(((ids.long() + 1) * on * weights).sum(1) + on.sum(1))
     return torch.stack(keys, dim=1) if keys else None
 
