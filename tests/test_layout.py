@@ -40,7 +40,13 @@ def _stage(module: str) -> str:
 @pytest.mark.parametrize("path", _sources("siftcli", "benchmarks", "tests"), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_internal_import_resolves(path: Path) -> None:
     for line, module, names in _imports(path):
-        mod = importlib.import_module(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:  # a route to an optional library not installed here (Composer, timm): its own words
+            missing = getattr(exc.__cause__, "name", None) or exc.name or ""
+            if missing and not missing.startswith(("siftcli", "benchmarks", "tests")):
+                continue
+            raise
         for name in names:
             if name == "*":
                 continue
