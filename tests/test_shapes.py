@@ -797,6 +797,7 @@ def timm_run(sifted: bool, prefetcher: bool = True, epochs: int = 3, mixup_off_e
     from timm.scheduler import create_scheduler_v2
 
     torch.manual_seed(0)
+    np.random.seed(0)  # timm's Mixup draws its lambda and its mode from NumPy's global generator
     g = np.random.default_rng(0)
     images = g.integers(0, 255, size=(100, 3, 16, 16), dtype=np.uint8)
     labels = g.integers(0, 4, size=100)

@@ -332,7 +332,7 @@ def more_shapes(tmp: str) -> list[Row]:
         out.append(Row("HF Trainer over a stream (IterableDataset), max_steps=20", "sifted" if sifted else "plain",
                        trainer.state.global_step, trainer.state.max_steps, "-", round(kept[-1], 3) if kept else 1.0, "-",
                        trainer.lr_scheduler.get_last_lr()[0]))
-    out += sentence_transformers_rows(tmp)
+    out += sentence_transformers_rows(tmp) + optional_rows(tmp)
     return out
 
 
@@ -352,6 +352,40 @@ def sentence_transformers_rows(tmp: str) -> list[Row]:
         r = trl_run(Path(tmp) / f"trl-{sifted}", sifted=sifted)
         out.append(Row("TRL SFTTrainer, prompt/completion", "sifted" if sifted else "plain", r["steps"], r["planned"], "-",
                        round(r["kept"], 3), "-", r["lr"], f"mean_token_accuracy logged at {len(r['accuracy'])} steps"))
+    return out
+
+
+def optional_rows(tmp: str) -> list[Row]:
+    """timm's train.py and Composer's resume, where each library is installed (neither sits beside the dev install's
+    torch: run this module in an environment that has it); a row saying so otherwise."""
+    import importlib.util
+
+    out = []
+    if importlib.util.find_spec("timm") is None:
+        out.append(Row("timm train.py", "-", 0, "-", "-", "-", "-", "-", "timm not installed here"))
+    else:
+        from tests.test_shapes import timm_run
+
+        for prefetcher in (True, False):
+            for sifted in (False, True):
+                r = timm_run(sifted, prefetcher)
+                off = 2 * r["per_epoch"]
+                out.append(Row(f"timm train.py ({'prefetcher, FastCollateMixup' if prefetcher else 'no prefetcher, Mixup'}, "
+                               "drop_last, mixup_off_epoch=2)", "sifted" if sifted else "plain", r["steps"], r["planned"],
+                               "-", "-", "-", round(r["lr"], 6), f"batch sizes {sorted(set(r['sizes']))}; mixed batches "
+                               f"{sum(r['mixed'][:off])} of {off} before, {sum(r['mixed'][off:])} of "
+                               f"{len(r['mixed']) - off} after"))
+    if importlib.util.find_spec("composer") is None:
+        out.append(Row("Composer Trainer, resumed at batch 10", "-", 0, "-", "-", "-", "-", "-", "Composer not installed here"))
+    else:
+        from tests.test_shapes import composer_run
+
+        whole = composer_run(Path(tmp) / "composer-whole")
+        composer_run(Path(tmp) / "composer-cut", stop="10ba")
+        resumed = composer_run(Path(tmp) / "composer-cut", load=True)
+        out.append(Row("Composer Trainer (SiftingCallback, spin_dataloaders=False), resumed at batch 10", "sifted", 0, "-",
+                       "-", "-", "-", "-", "weights equal to the uninterrupted run: "
+                       f"{all(torch.equal(a, b) for a, b in zip(whole, resumed, strict=True))}"))
     return out
 
 
