@@ -36,6 +36,7 @@ class SiftingCallback(Callback):
             raise TypeError(f"SiftingCallback: loader must be the SiftingDataLoader given to the Trainer as "
                             f"train_dataloader, got {type(loader).__name__}")
         self.loader = loader
+        self._checked = True  # the first batch of each fit is checked (fit_start arms it)
 
     def state_dict(self) -> dict[str, Any]:
         return {"sifting_loader": self.loader.state_dict()}
@@ -50,7 +51,7 @@ class SiftingCallback(Callback):
         """At the first batch of a fit: the loader's count of batches yielded in this epoch must be the Trainer's. A
         Trainer that spun the loader on resume (``spin_dataloaders=True``, Composer's default) drew the resumed
         epoch's batches again from a loader that had continued its epoch by itself: refused, naming the fix."""
-        if getattr(self, "_checked", True):
+        if self._checked:
             return
         self._checked = True
         theirs, ours = int(state.timestamp.batch_in_epoch) + 1, self.loader.quota.yielded

@@ -550,11 +550,13 @@ class Outbox:
         """The buffered rows into batches whose rows share no text (:func:`distinct_order`), those made pending."""
         if not self.meta.buffer or "key" not in self.meta.buffer[0]:
             return
-        order, sizes = distinct_order(concat(self.meta.buffer)["key"], self.packer.batch_size, full_only)
+        self.meta.buffer = [concat(self.meta.buffer)]  # joined once: its keys are read here, its rows cut below
+        order, sizes = distinct_order(self.meta.buffer[0]["key"], self.packer.batch_size, full_only)
         if not sizes:
             return
-        self.packer.arrange(order)
-        self.meta.arrange(order)
+        if not torch.equal(order, torch.arange(order.numel())):  # the rows move only where a text would repeat
+            self.packer.arrange(order)
+            self.meta.arrange(order)
         packed = zip(self.packer.cut(sizes), self.meta.cut(sizes))
         self.pending += [(self._trim(batch, m), m) for batch, m in packed]
 
@@ -572,22 +574,19 @@ class Outbox:
         return trim_padding(batch, self.packer.padding_side, multiple=self.packer.pad_multiple, needed=needed)
 
     def add_decided(self, raw: Any, mask: torch.Tensor, indices: torch.Tensor | None, weights: torch.Tensor | None,
-                    delayed: bool, widths: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> None:
+                    delayed: bool, rows: dict[str, torch.Tensor] | None = None) -> None:
         """A decided raw batch's kept rows with their meta: the rule's weights (ones where it gives none), whether the
-        delay kept them (their training losses fill the history), their dataset indices where known, and each row's
-        width on the host (:func:`row_widths`) where the batch has a mask. ``raw`` is the whole raw batch (``mask``
-        picks the kept rows) or, decided at the sampler, only its kept rows (``widths`` are those rows')."""
+        delay kept them (their training losses fill the history), their dataset indices where known, and the per-row
+        facts read on the host (``rows``: ``width``, :func:`row_widths`, where the batch has a mask; ``key``,
+        :func:`row_keys`, packing distinct rows). ``raw`` is the whole raw batch (``mask`` picks the kept rows) or,
+        decided at the sampler, only its kept rows (``rows`` are those rows')."""
         n = mask.numel()
         meta = {"weight": torch.ones(n) if weights is None else weights.float(), "delayed": torch.full((n,), delayed)}
         if indices is not None:
             meta["index"] = indices
         if batch_size(raw) != n:  # only the kept rows were fetched
             meta, mask = select(meta, mask.nonzero().flatten()), torch.ones(int(mask.sum()), dtype=torch.bool)
-        if widths is not None:
-            meta["width"] = widths
-        if keys is not None:
-            meta["key"] = keys
-        self.add(raw, mask, meta)
+        self.add(raw, mask, {**meta, **(rows or {})})
 
     def merge_lanes(self) -> None:
         """At an epoch's end, packing by length: the lanes' rows together, narrow rows first, and the full batches they

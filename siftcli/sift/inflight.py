@@ -56,8 +56,9 @@ class Arrival:
     entry: Entry | None = None
     dropped: list[Entry] = field(default_factory=list)
     pending: Pending | None = None
-    widths: Copy | None = None  # each row's width (batching.row_widths), on its way to the host for trimming
-    keys: Copy | None = None  # each row's text keys (batching.row_keys), on their way to the host, packing distinct rows
+    # what the packer reads of each row on the host, on its way there: ``width`` (batching.row_widths, for trimming)
+    # and, packing distinct rows, ``key`` (batching.row_keys)
+    rows: dict[str, Copy] = field(default_factory=dict)
 
     @property
     def raw_batches(self) -> int:
@@ -69,8 +70,7 @@ class Arrival:
         checkpoint may wait), so a resumed run decides this batch on the scores the uninterrupted one did."""
         p = self.pending
         return {"raw": batching.saved_form(self.raw), "indices": self.indices,
-                "widths": None if self.widths is None else self.widths.sync(),
-                "keys": None if self.keys is None else self.keys.sync(),
+                "rows": {name: copy.sync() for name, copy in self.rows.items()},
                 "entry": None if self.entry is None else vars(self.entry).copy(),
                 "dropped": [vars(e).copy() for e in self.dropped],
                 "pending": None if p is None else {"n": p.n, "indices": p.indices, "known": p.known, "todo": p.todo,
@@ -84,11 +84,12 @@ class Arrival:
             p["n"], p["indices"], known=p["known"], todo=p["todo"],
             copy=None if p["fresh"] is None else Copy(p["fresh"]),
             span=None if p["fresh"] is None else Span.known(p.get("seconds") or 0.0))
-        widths, keys = state.get("widths"), state.get("keys")
+        rows = state.get("rows")
+        if rows is None:  # a state saved with the rows' widths alone
+            rows = {} if state.get("widths") is None else {"width": state["widths"]}
         return cls(batching.from_saved_form(state["raw"]), state["indices"],
                    None if state["entry"] is None else Entry(**state["entry"]),
-                   [Entry(**e) for e in state["dropped"]], pending, None if widths is None else Copy(widths),
-                   None if keys is None else Copy(keys))
+                   [Entry(**e) for e in state["dropped"]], pending, {name: Copy(t) for name, t in rows.items()})
 
 
 class InFlight:
@@ -157,10 +158,9 @@ class InFlight:
         if indices is None and self.needs_indices:
             raise RuntimeError(f"the loader lost track of sample indices, which {self.needs_indices} needs "
                                "(was the DataLoader iterated before it was wrapped?)")
-        widths = batching.row_widths(raw, self.outbox.packer.padding_side)
-        keys = batching.row_keys(raw) if self.outbox.distinct else None
-        arrival = Arrival(raw, indices, widths=None if widths is None else Copy(widths),
-                          keys=None if keys is None else Copy(keys))
+        rows = {"width": batching.row_widths(raw, self.outbox.packer.padding_side),
+                "key": batching.row_keys(raw) if self.outbox.distinct else None}
+        arrival = Arrival(raw, indices, rows={name: Copy(t) for name, t in rows.items() if t is not None})
         if self.decisions.inflight:
             arrival.dropped = list(self.decisions.dropped())
             arrival.entry = self.decisions.next()
@@ -211,7 +211,7 @@ class InFlight:
             self._account(entry, None)
         raw, indices, entry = arrival.raw, arrival.indices, arrival.entry
         if entry is not None and entry.mask is not None:  # decided at the sampler; raw holds the kept samples only
-            return self._account(entry, raw, widths=self._widths(arrival), keys=self._keys(arrival))
+            return self._account(entry, raw, rows=self._rows(arrival))
         n = batching.batch_size(raw)
         delayed = self.keeps_all()
         losses, scored = None, 0
@@ -222,22 +222,16 @@ class InFlight:
         scores = None if losses is None else self.scorer.scores(losses, indices)
         due = None if losses is None else self.decisions.due(indices, self.cursor.epoch)
         mask, weights = self.sifter.decide_weighted(scores, n, due)
-        self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored, self._widths(arrival),
-                      self._keys(arrival))
+        self._account(Entry(indices, mask, losses, scores, weights), raw, delayed, scored, self._rows(arrival))
 
     @staticmethod
-    def _widths(arrival: Arrival) -> torch.Tensor | None:
-        """The raw batch's row widths on the host. Read after its losses: their copy was queued later on the same
-        stream, so once they are in, the widths are too and reading them waits for nothing more."""
-        return None if arrival.widths is None else arrival.widths.sync()
-
-    @staticmethod
-    def _keys(arrival: Arrival) -> torch.Tensor | None:
-        """The raw batch's row keys on the host (packing distinct rows), read after its losses as its widths are."""
-        return None if arrival.keys is None else arrival.keys.sync()
+    def _rows(arrival: Arrival) -> dict[str, torch.Tensor]:
+        """The raw batch's per-row facts on the host (widths, keys). Read after its losses: their copies were queued
+        later on the same stream, so once the losses are in, these are too and reading them waits for nothing more."""
+        return {name: copy.sync() for name, copy in arrival.rows.items()}
 
     def _account(self, entry: Entry, raw: Any, delayed: bool = False, scored: int = 0,
-                 widths: torch.Tensor | None = None, keys: torch.Tensor | None = None) -> None:
+                 rows: dict[str, torch.Tensor] | None = None) -> None:
         """Count a decided raw batch, tell the hooks, and pack what it kept. ``raw`` is the whole raw batch,
         or, for a batch decided at the sampler, only its kept samples (``None`` when none was)."""
         mask, n, epoch = entry.mask, entry.mask.numel(), self.cursor.epoch
@@ -253,7 +247,7 @@ class InFlight:
         if raw is None:
             return
         t1 = time.perf_counter()
-        self.outbox.add_decided(raw, mask, entry.raw, entry.weights, delayed, widths, keys)
+        self.outbox.add_decided(raw, mask, entry.raw, entry.weights, delayed, rows)
         self.stats.packing_seconds += time.perf_counter() - t1
 
     # -- checkpointing -------------------------------------------------------------------
