@@ -720,6 +720,22 @@ def test_sentence_transformers_resumes_mid_epoch_and_names_a_loss_with_no_per_ro
     with pytest.raises(TypeError, match="CoSENTLoss's batch loss is not a mean of one term per row.*sift_loss="):
         trainer.pair_losses(model, batch)
 
+    def pair_gap(model: torch.nn.Module, batch: dict) -> torch.Tensor:  # the fix the refusal names: a per-pair loss
+        embed = [model({k.removeprefix(f"{c}_"): v for k, v in batch.items() if k.startswith(f"{c}_") and
+                        isinstance(v, torch.Tensor)})["sentence_embedding"] for c in ("anchor", "positive")]
+        return (torch.cosine_similarity(*embed) - batch["label"].float()) ** 2
+
+    from sentence_transformers.sentence_transformer.training_args import SentenceTransformerTrainingArguments
+
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "cosent-out"), num_train_epochs=2,
+                                                per_device_train_batch_size=8, report_to=[], save_strategy="no",
+                                                disable_tqdm=True, lr_scheduler_type="linear", seed=0)
+    trainer = SiftingSentenceTransformerTrainer(model=model, args=args, loss=losses.CoSENTLoss(model), sift_loss=pair_gap,
+                                                train_dataset=st_pairs().add_column("score", [i % 4 / 3 for i in range(96)]),
+                                                sift_config=SiftConfig(beta=1.0, sift_delay=2, seed=0))
+    trainer.train()  # CoSENT's own loss trains; the user's per-pair loss is what sifting ranks and remembers
+    assert trainer.state.global_step == trainer.state.max_steps < 24 and trainer.lr_scheduler.get_last_lr()[0] == 0
+
 
 def trl_run(folder: Path, sifted: bool = True, config: SiftConfig | None = None, stop: int | None = None,
             resume: bool = False) -> dict:

@@ -11,6 +11,7 @@ no per-sample loss to rank: it is refused at the first batch with the argument t
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -32,7 +33,8 @@ class SiftingSentenceTransformerTrainer(SiftingTrainer, SentenceTransformerTrain
     length and ``sift_kept_fraction`` in the logs are :class:`~siftcli.integrations.hf.SiftingTrainer`'s.
 
     ``sift_loss`` (optional) replaces the per-sample loss read from the trainer's loss, for the scoring forward and for
-    what training remembers; the trainer's loss still trains.
+    what training remembers (the route for a loss with no per-row term, such as ``CoSENTLoss``); the trainer's loss
+    still trains, and, computed apart from it, ``infobatch``'s weights cannot reweight it (a warning says so).
     """
 
     def __init__(self, *args: Any, sift_loss: Any = None, **kwargs: Any) -> None:
@@ -40,6 +42,10 @@ class SiftingSentenceTransformerTrainer(SiftingTrainer, SentenceTransformerTrain
         self.own_sift_loss = sift_loss
         if sift_loss is None:
             self.sift_loss = self.pair_losses
+        elif self.sift_config.mode == "infobatch":
+            warnings.warn(f"{type(self).__name__}: with sift_loss= the per-sample losses are computed apart from the "
+                          "trainer's loss, so infobatch's weights cannot reweight it: the batch trains the trainer's loss "
+                          "unweighted (sifting still decides which rows train)", stacklevel=2)
 
     def pair_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """Each row's term of the trainer's loss on ``batch`` (the scoring forward's per-sample losses)."""
@@ -64,8 +70,10 @@ class SiftingSentenceTransformerTrainer(SiftingTrainer, SentenceTransformerTrain
         weights, ``infobatch``); evaluation batches: the trainer's own."""
         if self.sifting_loader is None or return_outputs or not model.training:
             return SentenceTransformerTrainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
-        total, terms = self._terms(model, inputs, num_items_in_batch)
-        if self.own_sift_loss is not None:  # the user's per-sample loss is what sifting remembers
-            with torch.no_grad():
-                terms = self.own_sift_loss(model, inputs)
-        return self.sifting_loader.follow_loss(total, terms)
+        if self.own_sift_loss is None:
+            total, terms = self._terms(model, inputs, num_items_in_batch)
+            return self.sifting_loader.follow_loss(total, terms)
+        with torch.no_grad():  # the user's per-sample loss is what sifting remembers; the trainer's loss trains as it is
+            terms = self.own_sift_loss(model, dict(inputs))
+        total = SentenceTransformerTrainer.compute_loss(self, model, inputs, False, num_items_in_batch)
+        return self.sifting_loader.follow_loss(total, terms, shares=terms.new_zeros(terms.shape))
