@@ -806,10 +806,13 @@ class NoDuplicatesBatchSampler(torch.utils.data.BatchSampler):
         return -(-len(self.texts) // self.batch_size)
 
 
-def test_packing_keeps_a_no_duplicates_batch_free_of_repeated_text() -> None:
+@pytest.mark.parametrize("order", ["cpu", "gpu"])
+def test_packing_keeps_a_no_duplicates_batch_free_of_repeated_text(monkeypatch: pytest.MonkeyPatch, order: str) -> None:
     """Kept rows from several raw batches never put one text twice in a batch where the batch sampler promised none
     (on by default for a ``NoDuplicates`` sampler; the text is read from ``*input_ids`` under its mask, whatever its
-    padding); without the rule most packed batches repeat one; every kept row is yielded once either way."""
+    padding); without the rule most packed batches repeat one; every kept row is yielded once either way. In both
+    decision orders (the GPU's decides a scored batch one batch later, its rows' keys on their way to the host)."""
+    monkeypatch.setattr(loader_module, "OVERLAP_DEVICES", ("cuda", "cpu") if order == "gpu" else ("cuda",))
     texts = [i % 12 for i in range(96)]  # 12 texts, 8 rows each, in batches of 8; each row its own score
     scores = torch.rand(96, generator=torch.Generator().manual_seed(1))
     rows = [{"input_ids": torch.tensor([t + 1] * (1 + t % 5)), "labels": scores[i]} for i, t in enumerate(texts)]
@@ -836,9 +839,12 @@ def test_packing_keeps_a_no_duplicates_batch_free_of_repeated_text() -> None:
     assert repeats[None] == 0 and repeats[False] > 0.3, repeats
 
 
-def test_an_exact_length_epoch_never_ends_on_a_lone_row() -> None:
+@pytest.mark.parametrize("order", ["cpu", "gpu"])
+def test_an_exact_length_epoch_never_ends_on_a_lone_row(monkeypatch: pytest.MonkeyPatch, order: str) -> None:
     """Whatever the keep decisions drew, an epoch that must yield its promised count ends on a batch of two rows or
-    more (a lone row has no in-batch negative, and breaks BatchNorm and mixup's pairs): its floor keeps two in its tail."""
+    more (a lone row has no in-batch negative, and breaks BatchNorm and mixup's pairs): its floor keeps two in its tail.
+    In both decision orders."""
+    monkeypatch.setattr(loader_module, "OVERLAP_DEVICES", ("cuda", "cpu") if order == "gpu" else ("cuda",))
     smallest, lengths = [], set()
     for seed in range(12):
         loader = SiftingDataLoader(_tuple_loader(n=97), torch.nn.Linear(4, 2), cross_entropy_loss,
