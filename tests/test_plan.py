@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -254,8 +255,9 @@ def _result(phase: int, arm: str, fidelity: float, value: float, seconds: float 
 def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial_is_no_evidence() -> None:
     """A from-scratch model answers one class for the first part of its schedule: a rung there ties every candidate
     with the baseline. The screen's baseline is probed deeper (one probe a phase) while it sits at the untrained level
-    and the budget keeps half of itself for the candidates; a candidate still untrained after fewer steps than a
-    baseline that had not learned either is too short to tell, never dropped for it."""
+    and the budget keeps half of itself for the candidates; a family that trains fewer steps by design is screened at
+    as many steps as the baseline there, and a trial with fewer steps than the baseline had when it first learned is
+    too short to tell, never dropped for it."""
     from siftcli.plan import search
     from siftcli.plan.record import Candidate
     from siftcli.tasks import metric
@@ -272,20 +274,68 @@ def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial
     results[1] = _result(1, "baseline", 1 / 4, 0.61, 20.0)
     assert search.deepen_jobs(record, results, 0, search.DEEPENING[1], untrained, acc, 30.0) == []  # it learned
     assert search.screen_rung(search.probe_values(results, 0), untrained, acc, 500) == 1 / 4
-    # the screen at a quarter: the noise baseline, a filter at a quarter of the pool (1/16 of the steps, fewer than
-    # the eighth where the baseline had not learned) and a sifted arm at two thirds (1/6: more than that eighth)
-    results[2] = _result(search.SCREENING, "baseline", 1 / 4, 0.63, 20.0, seed=search.NOISE_SEED)
-    results[3] = _result(search.SCREENING, "filter", 1 / 4, 0.26, 5.0)
-    results[4] = _result(search.SCREENING, "sifted", 1 / 4, 0.26, 15.0)
-    record.candidates = [Candidate("filter", "filter", "", 0.25), Candidate("sifted", "online", "", 2 / 3)]
+    # the screen at a quarter, where the baseline learned in 20 steps: a filter at a quarter of the pool and a sifted
+    # arm keeping two thirds train as many steps as it (their whole schedule; 3/8 of it), training less does not
+    results[1] = _result(1, "baseline", 1 / 4, 0.61, 20.0, optimizer_steps=20)
+    results[2] = _result(search.SCREENING, "baseline", 1 / 4, 0.63, 20.0, seed=search.NOISE_SEED, optimizer_steps=20)
+    record.candidates = [Candidate("filter", "filter", "", 0.25), Candidate("sifted", "online", "", 2 / 3),
+                         Candidate("less", "fewer-epochs", "", 0.35)]
+    assert [search.trial_fidelity(c, 1 / 4) for c in record.candidates] == [1.0, 0.375, 1 / 4]
+    results[3] = _result(search.SCREENING, "filter", 1.0, 0.26, 5.0, optimizer_steps=20)
+    results[4] = _result(search.SCREENING, "sifted", 0.375, 0.26, 15.0, optimizer_steps=19)
+    results[5] = _result(search.SCREENING, "less", 1 / 4, 0.26, 5.0, optimizer_steps=7)
     record.epochs = 4
     search.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
     assert record.screen_fidelity == 1 / 4 and record.promotion_fidelity == 1 / 2  # rung 2: twice the screen
     assert record.probes == [[1 / 8, 0.27], [1 / 4, 0.61]] and record.screen_learned
-    short, low = (c.trials[0] for c in record.candidates)
-    assert not short.informative and not search.dropped(short, 1.0)  # 36 points down, but no evidence
-    assert low.informative and search.dropped(low, 1.0)  # it had the steps the baseline learned in
-    assert "too short to tell" in record.candidates[0].outcome and "dropped" in record.candidates[1].outcome
+    matched, sifted, short = (c.trials[0] for c in record.candidates)
+    assert (matched.fidelity, matched.rung, matched.steps) == (1.0, 1 / 4, 20)  # held against the rung's baseline
+    assert matched.informative and search.dropped(matched, 1.0)  # the steps the baseline learned in, and nothing
+    assert sifted.informative and search.dropped(sifted, 1.0)  # 19 of 20 steps: its kept share varies
+    assert not short.informative and not search.dropped(short, 1.0)  # 36 points down in 7 steps: no evidence
+    assert "dropped" in record.candidates[0].outcome and "too short to tell" in record.candidates[2].outcome
+    # a trial with fewer steps that beats the baseline is evidence for it (training less where the schedule over-trains)
+    results[5] = _result(search.SCREENING, "less", 1 / 4, 0.70, 5.0, optimizer_steps=7)
+    search.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
+    assert record.candidates[2].trials[0].informative
+
+
+def test_the_screen_ranks_by_the_validation_loss_and_a_whole_small_experiment_is_not_trained_again() -> None:
+    """Accuracy over a few hundred rows moves only when a row crosses the boundary: two families within its noise are
+    told apart by the validation loss (the confirmation still decides on accuracy). A subset whose step-matched screen
+    trained its whole schedule is held against rung 2's baseline as it is, not trained again."""
+    from siftcli.plan import search
+    from siftcli.plan.record import Candidate
+    from siftcli.tasks import metric
+
+    acc = metric("accuracy")
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=80.0, validation_rows=400)
+
+    def run(value: float, loss: float, steps: int = 10) -> dict:
+        return {"final": {"accuracy": value, "loss": loss, "loss_sd": 0.4}, "optimizer_steps": steps}
+
+    results = {0: _result(0, "baseline", 1 / 8, 0.80, 10.0, **run(0.80, 0.50)),
+               1: _result(search.SCREENING, "baseline", 1 / 8, 0.80, 10.0, seed=search.NOISE_SEED, **run(0.80, 0.52)),
+               2: _result(search.SCREENING, "filter:fraction=0.5", 1 / 4, 0.81, 6.0, **run(0.81, 0.55)),
+               3: _result(search.SCREENING, "target-only", 1.0, 0.745, 6.0, **run(0.745, 0.40, 12))}
+    record.candidates = [Candidate("filter:fraction=0.5", "filter", "", 0.5), Candidate("target-only", "target-only", "", 0.1)]
+    search.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
+    f, t = (c.trials[0] for c in record.candidates)
+    assert f.gap == pytest.approx(1.0) and t.gap == pytest.approx(-5.5)  # beyond accuracy's noise (2 x 2.45 points)
+    assert f.signal_gap == pytest.approx(-0.04) and t.signal_gap == pytest.approx(0.11)  # loss 0.51 at the baselines
+    assert t.signal_noise == pytest.approx(0.4 / 20 * math.sqrt(1.5))  # one row's pull on the mean loss, paired
+    arms = ["target-only", "filter:fraction=0.5"]
+    assert [c.arm for c in search.ranked(record, 1 / 8)] == arms  # by the loss, which accuracy's few rows turn around
+    f.signal_gap = t.signal_gap = None  # a record written before the signal: ranked by accuracy
+    assert [c.arm for c in search.ranked(record, 1 / 8)] == arms[::-1]
+    # rung 2 (a quarter): target-only trained its whole schedule at the screen, so it is held there as it is
+    assert search.promotion_job(record.candidates[1], record, 0) is None
+    assert search.promotion_job(record.candidates[0], record, 0).fidelity == 1 / 2  # twice the steps: half of its own
+    results[4] = _result(search.PROMOTION_BASELINE, "baseline", 1 / 4, 0.84, 20.0, **run(0.84, 0.45, 20))
+    search.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
+    again = record.candidates[1].trials[1]
+    assert (again.rung, again.fidelity, again.metric) == (1 / 4, 1.0, 0.745) and again.gap == pytest.approx(-9.5)
+    assert again.informative and again.steps == 12  # more steps than the 10 the baseline first learned in
 
 
 def test_the_search_falls_back_to_the_screens_families_and_an_exact_candidate_needs_no_confirmation() -> None:

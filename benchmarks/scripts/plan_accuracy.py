@@ -206,6 +206,29 @@ def judge(pick: str, pick_family: str, rows: list[ArmTruth], seeds: list[dict[st
     return p["ci95"][1] >= -tolerance and mine.ratio <= truth.ratio + 0.1, harmful
 
 
+def screen_agreement(plan: dict[str, Any], rows: list[ArmTruth]) -> tuple[float, float, int]:
+    """How often the screen orders two candidates as the truth does (their full-schedule paired differences to the
+    baseline): over every pair of candidates screened at the screen's rung whose truths differ, the pairs the continuous
+    signal's gap orders the same way (the validation loss for accuracy), the pairs accuracy's gap does (a tie at the
+    screen counts as half), and the pairs."""
+    truth = {r.arm: r.mean for r in rows}
+    screened = []
+    for c in plan["candidates"]:
+        t = next((t for t in c["trials"] if t["status"] == "complete" and (t.get("rung") or t["fidelity"]) ==
+                  plan["screen_fidelity"] and t.get("signal_gap") is not None and t.get("gap") is not None), None)
+        if t is not None and c["arm"] in truth:
+            screened.append((truth[c["arm"]], t["signal_gap"], t["gap"]))
+    signal = metric = pairs = 0.0
+    for i, a in enumerate(screened):
+        for b in screened[i + 1:]:
+            if a[0] == b[0]:
+                continue
+            pairs += 1
+            signal += 1.0 if (a[1] - b[1]) * (a[0] - b[0]) > 0 else 0.5 if a[1] == b[1] else 0.0
+            metric += 1.0 if (a[2] - b[2]) * (a[0] - b[0]) > 0 else 0.5 if a[2] == b[2] else 0.0
+    return signal, metric, int(pairs)
+
+
 def plan_folder(name: str, budget: float) -> Path:
     """``runs/plan-accuracy/<regime>/plan`` for the default budget, ``plan-budget<B>`` for another."""
     return OUT / name / ("plan" if budget == DEFAULT_BUDGET else f"plan-budget{budget:g}")
@@ -250,14 +273,18 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
              "candidates were screened at and whether the baseline had learned there ('undecided': no screened "
              "candidate said anything, the answer is 'train on everything' for want of evidence). Costs are in the "
              "plan's own baseline runs: deciding = the search, whole = with the confirmation.", "",
+             "'Screen order': of the pairs of candidates screened at that rung whose truths differ, how many the "
+             "screen put in the truth's order by the validation loss (what it ranks by) and by accuracy.", "",
              "| regime | built for | truth (best) | screen | pick | pick's truth | agrees | worse than tolerance | "
-             "deciding cost | whole cost | confirming seeds (stopped) |", "|---|---|---|---|---|---|---|---|---:|---:|---|"]
+             "deciding cost | whole cost | confirming seeds (stopped) | screen order: loss / accuracy |",
+             "|---|---|---|---|---|---|---|---|---:|---:|---|---|"]
     right = counted = harmful_n = undecided = 0
+    by_signal = by_metric = all_pairs = 0.0
     deciding, whole = [], []
     for name, (rows, seeds, plan) in results.items():
         truth = best(rows, 1.0)
         if plan is None or plan["status"] != "completed":
-            lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | | (plan not run) | | | | | | |")
+            lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | | (plan not run) | | | | | | | |")
             continue
         agrees, harmful = judge(plan["pick"], plan["pick_family"], rows, seeds, plan["tolerance"])
         counted += 1
@@ -271,18 +298,24 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
         seeds_cell = "—" if conf is None else f"{len(conf['seeds'])} ({conf['stopped'] or 'running'})"
         mine = next((r for r in rows if r.arm == plan["pick"]), None)
         blind = plan["answer"].startswith("train on everything, undecided")
+        sig, met, pairs = screen_agreement(plan, rows)
+        by_signal, by_metric, all_pairs = by_signal + sig, by_metric + met, all_pairs + pairs
+        order_cell = f"{sig:g} / {met:g} of {pairs}" if pairs else "—"
         undecided += blind
         rung = (f"{plan.get('screen_fidelity', 0.125):.2f}, " + ("learned" if plan.get("screen_learned", True) else
                                                                 "untrained") + (" (undecided)" if blind else ""))
         lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | {rung} | `{plan['pick']}` | "
                      f"{'—' if mine is None else f'{mine.mean:+.2f} ± {mine.se:.2f} at {mine.ratio:.2f}'} | "
-                     f"{'yes' if agrees else 'no'} | {'yes' if harmful else 'no'} | {d:.2f} | {w:.2f} | {seeds_cell} |")
+                     f"{'yes' if agrees else 'no'} | {'yes' if harmful else 'no'} | {d:.2f} | {w:.2f} | {seeds_cell} | "
+                     f"{order_cell} |")
     if counted:
         lines += ["", f"Decision accuracy: **{right} of {counted}** regimes ({100 * right / counted:.0f}%); picks worse than "
                       f"the tolerance: {harmful_n}; undecided (no evidence, 'train on everything'): {undecided}, right "
                       f"by default where the truth is everything; deciding cost {min(deciding):.2f} to {max(deciding):.2f} baseline runs "
                       f"(mean {statistics.fmean(deciding):.2f}); whole cost {min(whole):.2f} to {max(whole):.2f} "
-                      f"(mean {statistics.fmean(whole):.2f}).", ""]
+                      f"(mean {statistics.fmean(whole):.2f})."
+                      + (f" The screen's order agreed with the truth's in {by_signal:g} of {all_pairs:g} pairs by the "
+                         f"validation loss and {by_metric:g} by accuracy." if all_pairs else ""), ""]
     for name, (rows, seeds, plan) in results.items():
         lines += [f"### {name} (`recipes/benchmarks/plan/{REGIMES[name].recipe}`)", "",
                   f"Truth over {len(seeds)} seeds:", "", "| arm | family | vs baseline (points) | 95% interval | time ratio |",

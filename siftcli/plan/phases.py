@@ -17,7 +17,7 @@ from siftcli.plan import costs
 from siftcli.plan import search as searching
 from siftcli.plan.record import Candidate, PlannerNotes, PlanRecord
 from siftcli.plan.strategies import reference_cost
-from siftcli.plan.study import Job, PlanStudy, Result
+from siftcli.plan.study import PlanStudy, Result
 from siftcli.plan.trials import Trials
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event
@@ -132,8 +132,9 @@ class Plan:
             jobs, arms, over = searching.promotion_jobs(record, done, seed, record.search_seconds)
             return jobs, {"promoted": arms, "over_budget_promotion": over}
         if phase == searching.PROMOTING:
-            return [Job(phase, arm, record.promotion_fidelity, seed, "validation")  # type: ignore[arg-type]
-                    for arm in extra.get("promoted", [])], {}
+            arms = {c.arm: c for c in record.candidates}
+            jobs = [searching.promotion_job(arms[arm], record, seed) for arm in extra.get("promoted", [])]
+            return [j for j in jobs if j is not None], {}
         pick = self.pick(done)
         k, pick_phase = divmod(phase - searching.CONFIRMING, 2)
         return (confirming.seed_jobs(pick, k, self.confirm_seeds[k], baseline=not pick_phase) if pick else []), {}
@@ -170,7 +171,9 @@ class Plan:
     def _train(self, trial: Any, index: int) -> None:
         job = self.study.jobs()[index]
         done, _ = self.study.results()
-        base = searching.find(done, "baseline", job.fidelity, job.seed, job.split)
+        rung = {searching.SCREENING: self.record.screen_fidelity,
+                searching.PROMOTING: self.record.promotion_fidelity}.get(job.phase, job.fidelity)
+        base = searching.find(done, "baseline", rung, job.seed, job.split)  # the baseline it is held against
         where = {"fidelity": job.fidelity} if job.split == "validation" else {"seed": job.seed}
         try:
             self.emit("plan", {"phase": "search" if job.split == "validation" else "confirm", "arm": job.arm, **where,

@@ -39,8 +39,16 @@ class Trial:
     noise: float | None = None  # the gap's standard error at the rung (the baselines' seeds, the rows)
     fixed_seconds: float = 0.0  # seconds this job spent building a reference (not scaled with the rung)
     predicted_ratio: float | None = None  # its full-schedule time over the baseline's, predicted from this rung
-    informative: bool = True  # False: at the untrained level after fewer steps than a baseline that had not learned yet
+    informative: bool = True  # False: fewer optimizer steps than the baseline had when it first left the untrained
+    #                           level (or, in records without step counts, at the untrained level after no more steps
+    #                           than a baseline that had not learned yet): no evidence either way
     short: bool = False  # it or its baseline ran under SHORT_JOB_SECONDS: its time ratio is within the clock's noise
+    rung: float | None = None  # the rung whose baseline it is held against (None: the share it trained, ``fidelity``);
+    #                            a subset trains more of its own schedule there, to as many steps as that baseline
+    steps: int | None = None  # optimizer steps it trained
+    signal: float | None = None  # the continuous signal the screen ranks by (:func:`siftcli.plan.search.signal_of`)
+    signal_gap: float | None = None  # that signal over the baseline's at the rung, in its own units (positive: better)
+    signal_noise: float | None = None  # that gap's standard error at the rung
 
 
 #: Below this many seconds a job's time ratio says little: process start, a busy machine's scheduling and the warm-up

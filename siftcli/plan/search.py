@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from siftcli.analysis.stats import diff_points
@@ -38,9 +39,19 @@ from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.training.record import final_value, paid_seconds
 
-#: The first screening rung: every candidate trains this share of its own schedule (a filter at a quarter of the pool:
-#: a thirty-second of the baseline's steps), schedule fully decayed there.
+#: The first screening rung: the baseline trains this share of its schedule, fully decayed there; a candidate that
+#: trains fewer steps by design (``STEP_MATCHED``) trains as many steps as it, a larger share of its own schedule.
 SCREEN = 1 / 8
+#: The families whose training is a share of the baseline's steps fixed by their data or their rule (a subset, online
+#: sifting's kept share): a small experiment of theirs trains as many optimizer steps as the baseline it is held
+#: against (a filter of a quarter of the pool: twice its own rung; its full schedule when that is reached), never
+#: fewer. Held to the same rung share instead, a filter at a quarter trained a thirty-second of the baseline's steps,
+#: scored below the untrained level and counted as evidence against it. Training less is the baseline at fewer steps:
+#: at as many steps as the baseline it would be the baseline, so it stays at the rung (and is no evidence there).
+STEP_MATCHED = ("filter", "dedup", "dedup+filter", "target-only", "online")
+#: A trial is evidence only with at least this share of the optimizer steps the screen's baseline had when it first
+#: left the untrained level (rounding, and online sifting's kept share varying around its target, take a few).
+EVIDENCE_STEPS = 0.9
 #: The rungs the screen's baseline is tried at, in turn, while it has not left the untrained level.
 PROBES = (SCREEN, 1 / 4, 1 / 2)
 #: A deeper probe is taken while it and the screen's noise baseline there leave the search this share of its budget
@@ -79,6 +90,32 @@ def confirm_phases(k: int) -> tuple[int, int]:
 
 def is_search(phase: int) -> bool:
     return phase < CONFIRMING
+
+
+def trial_fidelity(c: Candidate, rung: float) -> float:
+    """The share of its own schedule ``c`` trains when held against the baseline at ``rung``: as many optimizer steps as
+    that baseline for the families that train a share of its steps (``STEP_MATCHED``), at most its whole schedule;
+    the rung itself for the rest."""
+    share = steps_share(c)
+    if c.family not in STEP_MATCHED or share >= 1:
+        return rung
+    return min(1.0, rung / max(share, 1e-9))
+
+
+def signal_of(run: Any, metric: Any) -> float | None:
+    """The continuous signal a trial is ranked by, higher better: for a metric that counts hits (accuracy), minus the
+    validation loss (the mean negative log-probability of the correct label: it moves with every row's confidence, where
+    accuracy moves only when a row crosses the decision boundary, so a short run's ranking is less noisy); else the
+    metric itself, which is continuous already."""
+    if run is None:
+        return None
+    if metric.counts_correct:
+        loss = final_value(run, "loss")
+        return None if loss is None else -loss
+    value = final_value(run)
+    if value is None:
+        return None
+    return value * metric.scale if metric.higher_is_better else -value * metric.scale
 
 
 def at_fidelity(recipe: Recipe, fidelity: float) -> Recipe:
@@ -150,8 +187,10 @@ def learned(value: float | None, untrained: float | None, metric: Any, rows: int
     return (diff_points(value, untrained, metric) or 0.0) > Z * noise_points([value], metric, rows)
 
 
-def trial_at(c: Candidate, fidelity: float | None) -> Trial | None:
-    return next((t for t in c.trials if t.fidelity == fidelity and t.status == "complete"), None)
+def trial_at(c: Candidate, rung: float | None) -> Trial | None:
+    """``c``'s finished trial held against the baseline at ``rung``."""
+    return next((t for t in c.trials if (t.fidelity if t.rung is None else t.rung) == rung and t.status == "complete"),
+                None)
 
 
 def dropped(t: Trial, tolerance: float) -> bool:
@@ -160,18 +199,28 @@ def dropped(t: Trial, tolerance: float) -> bool:
     return t.gap is None or (t.informative and t.gap < -(tolerance + Z * (t.noise or 0.0)))
 
 
+def ranking(t: Trial) -> tuple[float, float]:
+    """What a trial is ranked by, and its noise: the continuous signal's gap (:func:`signal_of`) where it was measured,
+    else the metric's (records written before the signal was)."""
+    if t.signal_gap is not None:
+        return t.signal_gap, t.signal_noise or 0.0
+    return t.gap or 0.0, t.noise or 0.0
+
+
 def order(candidates: list[Candidate], fidelity: float, unit: float) -> list[Candidate]:
-    """Best first at a rung: those whose gap is within the noise of the best gap (ties), cheapest predicted time first,
-    then the rest by gap, then those too short to tell, the most steps first (the likeliest to tell at the next rung)."""
+    """Best first at a rung, by the continuous signal (:func:`ranking`): those whose gap is within the noise of the best
+    (ties), cheapest predicted time first, then the rest by gap, then those too short to tell, the most steps first
+    (the likeliest to tell at the next rung)."""
     scored = [(c, trial_at(c, fidelity)) for c in candidates]
     scored = [(c, t) for c, t in scored if t is not None and t.gap is not None]
     known = [(c, t) for c, t in scored if t.informative]
-    unknown = sorted((c for c, t in scored if not t.informative), key=lambda c: (-steps_share(c), full_time(c, unit)))
+    unknown = sorted((c for c, t in scored if not t.informative),
+                     key=lambda c: (-(trial_at(c, fidelity).steps or 0), -steps_share(c), full_time(c, unit)))  # type: ignore[union-attr]
     if not known:
         return unknown
-    top = max(t.gap for _, t in known)  # type: ignore[type-var]
-    tied = [c for c, t in known if t.gap >= top - Z * (t.noise or 0.0)]  # type: ignore[operator]
-    rest = sorted((c for c, _ in known if c not in tied), key=lambda c: -trial_at(c, fidelity).gap)  # type: ignore[union-attr,operator]
+    top = max(ranking(t)[0] for _, t in known)
+    tied = [c for c, t in known if ranking(t)[0] >= top - Z * ranking(t)[1]]
+    rest = sorted((c for c, _ in known if c not in tied), key=lambda c: -ranking(trial_at(c, fidelity))[0])  # type: ignore[arg-type]
     return sorted(tied, key=lambda c: full_time(c, unit)) + rest + unknown
 
 
@@ -273,10 +322,11 @@ def screen_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[lis
         room -= reserve
     jobs, over, paid = [Job(SCREENING, "baseline", fidelity, seed + NOISE_SEED, "validation")], {}, set()
     for c in breadth_first(record.candidates, unit, fidelity, record.epochs):
-        cost = predicted_cost(c, unit, fidelity, c.reference is not None and c.reference in paid, setup, record.epochs)
+        own = trial_fidelity(c, fidelity)
+        cost = predicted_cost(c, unit, own, c.reference is not None and c.reference in paid, setup, record.epochs)
         if cost <= room:
             room -= cost
-            jobs.append(Job(SCREENING, c.arm, fidelity, seed, "validation"))
+            jobs.append(Job(SCREENING, c.arm, own, seed, "validation"))
             paid.add(c.reference)
         else:
             over[c.arm] = cost
@@ -294,7 +344,8 @@ def promotion_jobs(record: PlanRecord, results: dict[int, Result], seed: int,
     chosen = promoted(record)
     known = find(results, "baseline", fidelity, seed, "validation") is not None  # a probe trained it already
     room = budget_seconds(record) - spent_so_far - (0.0 if known else job_cost(record, fidelity))
-    costs = {c.arm: predicted_cost(c, unit, fidelity, True, setup, record.epochs) for c in chosen}
+    costs = {c.arm: 0.0 if trained_whole(c, record) else  # its whole schedule ran at the screen: held again, not rerun
+             predicted_cost(c, unit, trial_fidelity(c, fidelity), True, setup, record.epochs) for c in chosen}
     arms = []
     for arm, cost in costs.items():
         if cost <= room:
@@ -304,6 +355,29 @@ def promotion_jobs(record: PlanRecord, results: dict[int, Result], seed: int,
         return [], [], costs
     over = {arm: cost for arm, cost in costs.items() if arm not in arms}
     return [] if known else [Job(PROMOTION_BASELINE, "baseline", fidelity, seed, "validation")], arms, over
+
+
+def trained_whole(c: Candidate, record: PlanRecord) -> bool:
+    """Whether ``c``'s screen trial trained its whole schedule (a small subset, step-matched): rung 2 holds that run
+    against its own baseline, nothing is trained again."""
+    t = trial_at(c, record.screen_fidelity)
+    return t is not None and t.fidelity >= 1
+
+
+def promotion_job(c: Candidate, record: PlanRecord, seed: int) -> Job | None:
+    """``c``'s job at rung 2 (none where its screen trial trained its whole schedule already)."""
+    if record.promotion_fidelity is None or trained_whole(c, record):
+        return None
+    return Job(PROMOTING, c.arm, trial_fidelity(c, record.promotion_fidelity), seed, "validation")
+
+
+def held(results: dict[int, Result], c: Candidate, rung: float, screen: float, seed: int) -> Result | None:
+    """``c``'s finished job held against the baseline at ``rung``: the one at its step-matched share of its schedule
+    (:func:`trial_fidelity`), or, at rung 2, its screen job where that trained its whole schedule."""
+    r = find(results, c.arm, trial_fidelity(c, rung), seed, "validation")
+    if r is None and rung != screen and trial_fidelity(c, screen) >= 1:
+        r = find(results, c.arm, 1.0, seed, "validation")
+    return r
 
 
 # -- the record, from the finished jobs ------------------------------------------------------------------------------
@@ -330,45 +404,90 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
     # the baselines that had not learned yet: a candidate at the untrained level after no more steps is no evidence
     unlearned = [r.job.fidelity for r in results.values() if r.job.arm == "baseline" and r.job.split == "validation"
                  and r.run and not learned(final_value(r.run), untrained, metric, rows)]
-    queued = {(j.arm, j.fidelity) for j in jobs if j.phase in (SCREENING, PROMOTING)}
+    # the steps the baseline had when it first left the untrained level: no trial with fewer is evidence
+    first_learned = find(results, "baseline", screen, seed, "validation") if record.screen_learned else None
+    least = EVIDENCE_STEPS * first_learned.run["optimizer_steps"] \
+        if first_learned is not None and first_learned.run and first_learned.run.get("optimizer_steps") else None
+    queued = {j.arm for j in jobs if j.phase == SCREENING}
     pools, fixed, upfront = extra.get("pools", {}), extra.get("fixed", {}), extra.get("upfront", {})
     rungs = {}  # per rung, what every candidate there is held against: the baselines' mean, its noise, its clock
     for fidelity in (screen, record.promotion_fidelity):
         if fidelity is None:
             continue
-        here = rung_baselines(results, seed, fidelity)
-        b = find(results, "baseline", fidelity, seed, "validation")
-        noise = noise_points(here if len(here) > 1 else values, metric, rows) if (here or values) else 0.0
-        rungs[fidelity] = (statistics.fmean(here) if here else None, noise * math.sqrt(1 + 1 / max(1, len(here))),
-                           paid_seconds(b.run) if b is not None and b.run else None)  # type: ignore[arg-type]
+        rungs[fidelity] = _rung(results, seed, fidelity, values, metric, rows)
     for c in record.candidates:
         c.pool_fraction = pools.get(c.arm, c.pool_fraction)
         c.fixed_cost = fixed.get(c.arm, c.fixed_cost)
         c.upfront_cost = upfront.get(c.arm, c.upfront_cost)
         c.trials = []
-        for fidelity, (low, noise, base_paid) in rungs.items():
-            r = find(results, c.arm, fidelity, seed, "validation")
+        for fidelity, held_against in rungs.items():
+            r = held(results, c, fidelity, screen, seed)
             if r is None:
                 continue
+            own = r.job.fidelity
             if r.run is None:
-                c.trials.append(Trial(c.arm, fidelity, r.seconds, None, low, None, "failed", r.error))
+                c.trials.append(Trial(c.arm, own, r.seconds, None, held_against.metric, None, "failed", r.error,
+                                      rung=fidelity))
                 continue
             value = final_value(r.run)
             subset = r.run.get("subset")
             if c.pool_fraction is None and subset:
                 c.pool_fraction = subset["samples"] / max(1, subset["of"])
             ref = r.run.get("reference") or {}
-            paid = paid_seconds(r.run)  # type: ignore[arg-type]
-            full = full_seconds(r.run, fidelity, record.epochs, MEMORY_SHARE if c.first_epoch_cost else None)
-            short = not learned(value, untrained, metric, rows) and any(
-                g >= fidelity * steps_share(c) - 1e-9 for g in unlearned)
-            c.trials.append(Trial(c.arm, fidelity, r.seconds, value, low, paid / base_paid if base_paid else None,
-                                  "complete", gap=diff_points(value, low, metric), noise=noise,
-                                  fixed_seconds=float(ref.get("seconds") or 0.0),
+            paid, base_paid = paid_seconds(r.run), held_against.paid  # type: ignore[arg-type]
+            full = full_seconds(r.run, own, record.epochs, MEMORY_SHARE if c.first_epoch_cost else None)
+            steps = r.run.get("optimizer_steps")
+            if least is not None and steps is not None:  # too few steps to say anything, whatever it scored
+                informative = steps >= least or learned(value, untrained, metric, rows) and value is not None and \
+                    held_against.metric is not None and (diff_points(value, held_against.metric, metric) or 0.0) > 0
+            else:  # the baseline never learned, or an older record: at the untrained level after no more steps
+                informative = learned(value, untrained, metric, rows) or not any(
+                    g >= own * steps_share(c) - 1e-9 for g in unlearned)
+            signal = signal_of(r.run, metric)
+            c.trials.append(Trial(c.arm, own, r.seconds, value, held_against.metric,
+                                  paid / base_paid if base_paid else None,
+                                  "complete", gap=diff_points(value, held_against.metric, metric),
+                                  noise=held_against.noise, fixed_seconds=float(ref.get("seconds") or 0.0),
                                   predicted_ratio=full * fidelity / base_paid if base_paid else None,
-                                  informative=not short,
-                                  short=bool(base_paid) and min(paid, base_paid) < SHORT_JOB_SECONDS))
+                                  informative=informative,
+                                  short=bool(base_paid) and min(paid, base_paid) < SHORT_JOB_SECONDS,
+                                  rung=fidelity, steps=steps, signal=signal,
+                                  signal_gap=None if signal is None or held_against.signal is None
+                                  else signal - held_against.signal,
+                                  signal_noise=held_against.signal_noise))
         c.outcome = _outcome(c, record, queued, extra)
+
+
+@dataclass(frozen=True)
+class HeldAgainst:
+    """What every candidate at a rung is held against: the baselines' mean metric there and its noise (a paired gap's
+    standard error), the same for the continuous signal (:func:`signal_of`), and the baseline's paid seconds."""
+
+    metric: float | None
+    noise: float
+    signal: float | None
+    signal_noise: float | None
+    paid: float | None
+
+
+def _rung(results: dict[int, Result], seed: int, fidelity: float, screen_values: list[float], metric: Any,
+          rows: int) -> HeldAgainst:
+    here = rung_baselines(results, seed, fidelity)
+    b = find(results, "baseline", fidelity, seed, "validation")
+    noise = noise_points(here if len(here) > 1 else screen_values, metric, rows) if (here or screen_values) else 0.0
+    pairing = math.sqrt(1 + 1 / max(1, len(here)))  # the candidate's own noise beside the baselines' mean
+    runs = [r.run for s in (seed, seed + NOISE_SEED) if (r := find(results, "baseline", fidelity, s, "validation"))
+            is not None and r.run]
+    signals = [v for run in runs if (v := signal_of(run, metric)) is not None]
+    signal_noise = None
+    if signals:
+        spread = statistics.stdev(signals) if len(signals) > 1 else 0.0
+        sds = [float(run["final"].get("loss_sd") or 0.0) for run in runs] if metric.counts_correct else []
+        floor = statistics.fmean(sds) / math.sqrt(rows) if sds and rows > 0 else 0.0  # one row's pull on the mean
+        signal_noise = max(spread, floor) * pairing if metric.counts_correct else noise * pairing
+    return HeldAgainst(statistics.fmean(here) if here else None, noise * pairing,
+                       statistics.fmean(signals) if signals else None, signal_noise,
+                       paid_seconds(b.run) if b is not None and b.run else None)  # type: ignore[arg-type]
 
 
 def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes) -> str:
@@ -379,14 +498,14 @@ def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes)
             seconds = over[c.arm]
             return f"over budget: predicted {seconds:.0f} s at the screen" if seconds >= 1 else \
                 f"over budget: predicted {seconds:.2f} s at the screen"
-        if (c.arm, record.screen_fidelity) in queued:
+        if c.arm in queued:
             return "screening"
         return "waiting"
     failed = next((t for t in c.trials if t.status == "failed"), None)
     if failed is not None:
         return "failed"
     last = c.trials[-1]
-    rung = "screen" if last.fidelity == record.screen_fidelity else "rung 2"
+    rung = "screen" if (last.fidelity if last.rung is None else last.rung) == record.screen_fidelity else "rung 2"
     if full_time(c, unit) > FASTER * unit:
         return f"stopped at the {rung}: not faster than the baseline (predicted over {FASTER:g} of its time)"
     if c.exact:

@@ -16,8 +16,10 @@ SEARCH_COLUMNS = ("candidate", "family", "rung", "seconds", "validation", "basel
 
 def search_rows(record: PlanRecord) -> list[list[str]]:
     """One row per trial (a row per candidate never tried), the screen's baseline first: what the terminal, report.html
-    and the benchmark section all show. The gap is in metric points over the baseline at the same rung; the time ratio
-    is at that rung, the reference paid."""
+    and the benchmark section all show. The gap is in metric points over the baseline at the same rung, with, for
+    accuracy, the validation loss's difference the screen ranks by (negative: lower loss, better); a candidate that
+    trains fewer steps by design shows the share of its own schedule it trained to match that baseline's steps; the
+    time ratio is at that rung, the reference paid."""
     noise = "" if record.screen_noise is None else f"noise {record.screen_noise:.2f}"
     rows = [["baseline", "everything", f"{record.screen_fidelity:.2f}", "", show_value(record.baseline_metric), "", noise, "1.00",
              f"the yardstick (a full run: {show_value(record.baseline_seconds, '{:.0f}')} s, {record.unit_source or 'not yet known'})"]]
@@ -26,7 +28,11 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
             rows.append([c.arm, c.family, "—", "—", "—", "—", "—", "—", c.outcome])
         for i, t in enumerate(c.trials):
             gap = "—" if t.gap is None else f"{t.gap:+.2f} ± {t.noise or 0.0:.2f}"
-            rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", f"{t.fidelity:.2f}",
+            if t.signal_gap is not None and t.metric is not None and record.metric == "accuracy":
+                gap += f" (loss {-t.signal_gap:+.3f} ± {t.signal_noise or 0.0:.3f})"
+            rung = f"{t.fidelity:.2f}" if t.rung is None or t.rung == t.fidelity else \
+                f"{t.fidelity:.2f} of its own, {t.steps} steps (vs {t.rung:.2f})"
+            rows.append([c.arm if i == 0 else "", c.family if i == 0 else "", rung,
                          f"{t.seconds:.0f}", show_value(t.metric), show_value(t.baseline_metric), gap,
                          show_value(t.time_ratio, "{:.2f}") + (" (short: noise)" if t.short else ""),
                          (c.outcome if i == len(c.trials) - 1 else "") + (f" ({t.error})" if t.error else "")])

@@ -338,18 +338,22 @@ def _fingerprint(model: torch.nn.Module) -> str:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torch.device, precision: str) -> dict[str, float]:
-    """Eval loss plus the task's metric (see :mod:`siftcli.tasks`); under torchrun, over every rank's share."""
+    """Eval loss plus the task's metric (see :mod:`siftcli.tasks`), and the per-sample loss's standard deviation
+    (``loss_sd``: how far one row moves the mean, which ``siftcli plan`` needs to tell a gap in the loss from noise);
+    under torchrun, over every rank's share."""
     was_training = model.training
     model.eval()
     kind = TASKS[task]
-    total_loss, correct, count = 0.0, 0, 0
+    total_loss, total_square, correct, count = 0.0, 0.0, 0, 0
     try:
         for batch in loader:
             batch = {k: v.to(device) for k, v in batch.items()}
             labels = batch.pop("labels")
             with autocast(device, precision):
                 logits = model(**batch).logits.float()
-            total_loss += float(loss_from_logits(logits, labels, kind.default_loss).sum())
+            per_row = loss_from_logits(logits, labels, kind.default_loss).double()
+            total_loss += float(per_row.sum())
+            total_square += float(per_row.square().sum())
             count += labels.shape[0]
             if METRICS[kind.metric].counts_correct:
                 correct += int((logits.argmax(-1) == labels).sum())
@@ -357,10 +361,12 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
         model.train(was_training)
     if parallel.active():
 
-        total_loss, correct_sum, count_sum = sum_over_ranks([total_loss, float(correct), float(count)], device)
+        total_loss, total_square, correct_sum, count_sum = sum_over_ranks(
+            [total_loss, total_square, float(correct), float(count)], device)
         correct, count = int(correct_sum), int(count_sum)
     mean_loss = total_loss / max(1, count)
-    return {"loss": mean_loss, kind.metric: METRICS[kind.metric].value(mean_loss, correct, count)}
+    sd = math.sqrt(max(0.0, total_square / max(1, count) - mean_loss ** 2))
+    return {"loss": mean_loss, kind.metric: METRICS[kind.metric].value(mean_loss, correct, count), "loss_sd": sd}
 
 
 class _CheckpointFailed(Exception):

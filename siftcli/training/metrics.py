@@ -50,7 +50,7 @@ def summarise_run(workload: Any, recipe: Any, run: Any, arm: str, status: str, t
         "task": workload.task,
         "metric": workload.metric,
         "higher_is_better": metric(workload.metric).higher_is_better,
-        "final": {k: final.get(k) for k in ("loss", workload.metric) if k in final},
+        "final": {k: final.get(k) for k in ("loss", workload.metric, "loss_sd") if k in final},
         "train_seconds": state.train_clock,
         "total_seconds": total_seconds,
         "optimizer_steps": state.step,
