@@ -519,8 +519,8 @@ def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_tria
 
     monkeypatch.setattr(plan_trials, "run_one", interrupted)
     with pytest.raises(RunInterrupted) as exc:
-        run_plan(recipe, PlanSettings(budget=30, seeds=2), output=str(tmp_path / "plan"))
-    assert "siftcli plan --resume" in exc.value.resume_command and exc.value.signal == "SIGTERM"
+        run_plan(recipe, PlanSettings(budget=100, seeds=2), output=str(tmp_path / "plan"))  # room for a candidate on a
+    assert "siftcli plan --resume" in exc.value.resume_command and exc.value.signal == "SIGTERM"  # busy machine
     saved = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"] for t in c["trials"])
 
@@ -696,3 +696,42 @@ def test_a_subsets_time_is_its_share_of_the_baselines_not_one_short_jobs_seconds
     assert full_time(online, 100.0) == pytest.approx(145.0)  # measured: its scoring is not known from structure
     record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, candidates=[target, online])
     assert [c.arm for c in ranked(record, SCREEN)] == ["target-only"]  # the slow measurement no longer stops it
+
+
+def test_a_job_slowed_three_times_on_a_busy_machine_flips_no_faster_or_slower_call() -> None:
+    """The time model prices every candidate from structure: a subset by its share of the baseline's steps, online
+    sifting by the rows it kept and scored, a scoring forward priced against a training row inside its own job. A CPU
+    hog that slows one candidate's whole job threefold moves neither; its seconds alone, scaled up, would have called
+    the better online candidate slower than the baseline."""
+    from siftcli.plan import search
+    from siftcli.plan.costs import full_seconds, full_time
+    from siftcli.plan.record import Candidate
+    from siftcli.tasks import metric
+
+    acc = metric("accuracy")
+
+    def run(seconds: float, trained: int, raw: int, scored: int, scoring: float, slow: float = 1.0) -> dict:
+        train = seconds * slow
+        return {"final": {"accuracy": 0.8, "loss": 0.5, "loss_sd": 0.4}, "optimizer_steps": 10,
+                "train_seconds": train, "samples_trained": trained, "raw_samples": raw, "samples_scored": scored,
+                "phases": {"scoring": scoring * slow, "forward_backward": train - scoring * slow}}
+
+    def calls(slow: float) -> list[bool]:
+        results = {0: _result(0, "baseline", 1 / 8, 0.8, 10.0, **run(9.0, 320, 320, 0, 0.0)),
+                   1: _result(search.SCREENING, "baseline", 1 / 8, 0.8, 10.0, seed=search.NOISE_SEED,
+                              **run(9.0, 320, 320, 0, 0.0)),
+                   2: _result(search.SCREENING, "sifted:a", 1 / 4, 0.8, 13.0 * slow, **run(12.0, 320, 640, 640, 3.0, slow)),
+                   3: _result(search.SCREENING, "sifted:b", 1 / 8 / 0.9, 0.8, 12.0, **run(11.0, 320, 355, 355, 1.6)),
+                   4: _result(search.SCREENING, "target-only", 3 / 8, 0.8, 10.0 * slow, **run(9.0, 320, 320, 0, 0.0, slow))}
+        record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, validation_rows=400, epochs=4,
+                            candidates=[Candidate("sifted:a", "online", "", 0.5), Candidate("sifted:b", "online", "", 0.9),
+                                        Candidate("target-only", "target-only", "", 1 / 3)])
+        search.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
+        unit = record.baseline_seconds
+        assert unit == pytest.approx(10.0 + 9.0 * 7)  # the screen's baseline at an eighth, its training scaled up
+        return [full_time(c, unit) <= search.FASTER * unit for c in record.candidates]
+
+    assert calls(1.0) == [True, False, True]  # keeps half and scores all (+0.17): faster; keeps 0.9: not
+    assert calls(3.0) == [True, False, True]  # the same calls with the first and the third job slowed threefold
+    slowed = run(12.0, 320, 640, 640, 3.0, 3.0)  # what the job's own seconds, scaled up, would have said
+    assert full_seconds(slowed, 1 / 4, 4) * (1 / 8) / 9.0 > search.FASTER

@@ -3,8 +3,9 @@
 A strategy that trains a known share of the baseline's steps with nothing more per step (a subset, fewer epochs,
 near-copies removed) is priced by that structure: its share of the baseline's training plus its measured work before
 training (a reference's build, a near-copy search). One short screen job's seconds on a busy machine never decide it.
-Strategies that change the cost of a step (online sifting's scoring forwards, a teacher cache) are priced from their
-measured jobs, scaled to the full schedule by what each part of the job pays once or per step
+Online sifting is priced by structure too (:func:`online_ratio`): the rows it kept and the rows it scored, a scoring
+forward priced against a training row within its own job (a load slows both alike). What is left (a teacher cache) is
+priced from its measured jobs, scaled to the full schedule by what each part of the job pays once or per step
 (:func:`full_seconds`). The unit is one full baseline run: predicted from the first probe until the confirmation
 trains one, measured after.
 """
@@ -102,6 +103,36 @@ def full_seconds(run: RunMetrics, fidelity: float, epochs: float, memory: float 
         first = scoring / (min(1.0, ran) + max(0.0, ran - 1) * memory)  # type: ignore[operator]
         scoring = first * (1 + max(0.0, epochs - 1) * memory)  # type: ignore[operator]
     return rest / fidelity + build + teacher / min(1.0, ran) + scoring
+
+
+def online_ratio(run: RunMetrics, fidelity: float, epochs: float, memory: float | None) -> float | None:
+    """Online sifting's full-schedule training in runs of the baseline's, from the structure its job measured: the share
+    of rows it kept (each a training step's share, at the baseline's price per row), plus the rows it scores over the
+    schedule times a scoring forward's price **relative to its own training row, both measured in that one job**: a
+    busy machine slows the two alike, so the ratio holds where the job's seconds do not (``None``: nothing trained).
+
+    Scoring afresh scores the share of raw rows the job scored; from memory (``memory``: a later epoch's refreshes
+    over the first's, the strategies' guess) the first epoch scores every row and later ones refresh that share, or the
+    share the job itself refreshed where it ran past its first epoch."""
+    trained, raw, scored = run.get("samples_trained") or 0, run.get("raw_samples") or 0, run.get("samples_scored") or 0
+    if not trained or not raw:
+        return None
+    ref = run.get("reference") or {}
+    phases = run.get("phases", {})
+    scoring = float(phases.get("scoring", 0.0))
+    teacher = float(phases.get("teacher", 0.0)) if (run.get("teacher") or {}).get("cached") else 0.0
+    training = paid_seconds(run) - float(ref.get("build_seconds") or 0.0) - scoring - teacher
+    if training <= 0:
+        return None
+    forward = (scoring / scored) / (training / trained) if scored else 0.0  # a scoring forward, in training rows
+    if memory is None:
+        share = scored / raw
+    else:
+        ran = fidelity * epochs
+        first = raw / ran if ran > 1 else raw  # the rows of its first epoch, all scored
+        refresh = (scored - first) / (raw - first) if ran > 1 else memory
+        share = (1 + max(0.0, epochs - 1) * min(max(refresh, 0.0), 1.0)) / max(1.0, epochs)
+    return trained / raw + forward * share
 
 
 def measure(candidates: list[Candidate], derive: Callable[[str], tuple[list[int] | None, float]], n: int,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from siftcli.analysis.stats import diff_points
-from siftcli.plan.costs import budget_seconds, full_seconds, full_time, job_cost, predicted_cost, steps_share, unit_from
+from siftcli.plan.costs import budget_seconds, full_seconds, full_time, job_cost, online_ratio, predicted_cost, steps_share, unit_from
 from siftcli.plan.record import SHORT_JOB_SECONDS, Candidate, PlannerNotes, PlanRecord, Trial
 from siftcli.plan.strategies import SCORING_GUESS
 from siftcli.plan.study import Job, Result
@@ -436,6 +436,10 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
             ref = r.run.get("reference") or {}
             paid, base_paid = paid_seconds(r.run), held_against.paid  # type: ignore[arg-type]
             full = full_seconds(r.run, own, record.epochs, MEMORY_SHARE if c.first_epoch_cost else None)
+            ratio = full * fidelity / base_paid if base_paid else None
+            if c.family == "online" and (priced := online_ratio(r.run, own, record.epochs, MEMORY_SHARE
+                                                                if c.first_epoch_cost else None)) is not None:
+                ratio = _runs(priced, record) + c.fixed_cost + c.upfront_cost  # its structure, priced at the unit
             steps = r.run.get("optimizer_steps")
             if least is not None and steps is not None:  # too few steps to say anything, whatever it scored
                 informative = steps >= least or learned(value, untrained, metric, rows) and value is not None and \
@@ -448,7 +452,7 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                                   paid / base_paid if base_paid else None,
                                   "complete", gap=diff_points(value, held_against.metric, metric),
                                   noise=held_against.noise, fixed_seconds=float(ref.get("seconds") or 0.0),
-                                  predicted_ratio=full * fidelity / base_paid if base_paid else None,
+                                  predicted_ratio=ratio,
                                   informative=informative,
                                   short=bool(base_paid) and min(paid, base_paid) < SHORT_JOB_SECONDS,
                                   rung=fidelity, steps=steps, signal=signal,
@@ -456,6 +460,15 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                                   else signal - held_against.signal,
                                   signal_noise=held_against.signal_noise))
         c.outcome = _outcome(c, record, queued, extra)
+
+
+def _runs(training: float, record: PlanRecord) -> float:
+    """``training`` runs of the baseline's training (its setup and evaluation once) in runs of the unit."""
+    unit = record.baseline_seconds or 0.0
+    if unit <= 0:
+        return training
+    setup = min(record.setup_seconds, unit)
+    return (setup + (unit - setup) * training) / unit
 
 
 @dataclass(frozen=True)
