@@ -87,6 +87,8 @@ REGIMES = {
     "pretrained-relevance": Regime("pretrained-relevance.yaml", "filter or target-only on a pretrained fine-tune "
                                    "(MiniLM; two thirds of the pool off target)",
                                    lambda: _data().agnews_mix(200, off_target=400, holdout=300, evaluation=1000)),
+    "pretrained-noise": Regime("pretrained-noise.yaml", "filter on a pretrained fine-tune (MiniLM; 40% of each topic's "
+                               "labels moved to the next topic)", lambda: _data().structured_noise(600, 0.4, 300, 1000)),
 }
 
 
