@@ -525,6 +525,34 @@ def test_an_interrupted_training_inside_a_trial_stops_the_plan_not_just_the_tria
     assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"] for t in c["trials"])
 
 
+def test_a_full_disk_in_a_trial_stops_the_plan_resumable_not_the_candidate(tmp_path: Path, monkeypatch) -> None:
+    """A full disk is the machine's fault: a trial that meets it is no evidence against its strategy. The plan stops
+    (exit 1, as a disk error is elsewhere), plan.json says interrupted, and the printed command continues it."""
+    import errno
+
+    from siftcli.plan import trials as plan_trials
+
+    real, full = plan_trials.run_one, {"once": True}
+
+    def no_space(ctx, arm, folder, on_event=None):  # noqa: ANN001, ANN202
+        if arm != "baseline" and full["once"]:
+            full["once"] = False
+            raise OSError(errno.ENOSPC, "No space left on device", str(folder / "log.jsonl"))
+        return real(ctx, arm, folder, on_event)
+
+    monkeypatch.setattr(plan_trials, "run_one", no_space)
+    folder = tmp_path / "plan"
+    out = runner.invoke(app, ["plan", str(_recipe(tmp_path)), "-o", str(folder), "--budget", "100", "--seeds", "2"])
+    assert out.exit_code == 1 and "No space left on device" in out.output, out.output
+    assert f"continue with: siftcli plan --resume {folder}" in out.output and "Traceback" not in out.output
+    saved = json.loads((folder / "plan.json").read_text())
+    assert saved["status"] == "interrupted" and not any(t["status"] == "failed" for c in saved["candidates"]
+                                                        for t in c["trials"])
+    out = runner.invoke(app, ["plan", "--resume", str(folder)])
+    assert out.exit_code == 0, out.output
+    assert json.loads((folder / "plan.json").read_text())["status"] == "completed"
+
+
 def test_a_seeds_contexts_share_one_workload_and_start_from_its_untrained_weights(tmp_path: Path) -> None:
     """Every fidelity of the search is the same seed: one workload, built once; a context made after a run trained the
     shared model still starts from the seed's initial weights."""

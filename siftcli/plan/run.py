@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 from siftcli.arms.context import evaluation_warning, prepare
-from siftcli.errors import RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
+from siftcli.errors import RunFault, RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan.phases import Plan
 from siftcli.plan.record import PlanRecord, load_record
 from siftcli.plan.settings import PlanSettings, decidable, eval_rows
 from siftcli.plan.strategies import strategies
 from siftcli.plan.study import DEFAULT_STUDY, PlanStudy
-from siftcli.plan.trials import Trials
+from siftcli.plan.trials import MACHINE_ERRNOS, Trials
 from siftcli.plan.verdict import conclude, write_recipe
 from siftcli.plan.view import plan_html
 from siftcli.plan.workers import join, spawn, threads
@@ -131,6 +131,19 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         save()
         raise RunInterrupted(str(folder), signal=getattr(exc, "signal", "SIGINT"),
                              resume_command=f"siftcli plan --resume {folder}") from None
+    except (OSError, RunFault) as exc:
+        join(helpers, stop=True)
+        if isinstance(exc, OSError) and exc.errno not in MACHINE_ERRNOS:
+            raise
+        record.status = "interrupted"
+        try:  # on a full disk this may fail too: the record of the last finished job stands
+            save()
+        except OSError:
+            pass
+        what = f"{exc.strerror or exc} ({exc.filename or folder})" if isinstance(exc, OSError) else first_line(exc)
+        raise RunFault(f"{what}: the plan stopped; every finished job is kept "
+                       f"in {folder}; free space (or make it writable), then continue with: siftcli plan --resume "
+                       f"{folder}") from None
     except BaseException:
         join(helpers, stop=True)
         raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
 import shutil
 import time
 from pathlib import Path
@@ -19,13 +20,17 @@ import torch
 
 from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name, run_one
-from siftcli.errors import RunInterrupted
+from siftcli.errors import RunFault, RunInterrupted
 from siftcli.plan.search import SCREEN, at_fidelity
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, read_json
 from siftcli.training.record import RunMetrics, brief
 from siftcli.workload.build import Workload, build_workload
+
+#: Errors of the machine rather than the candidate (a full disk or quota, a file system gone read-only): a trial that
+#: meets one is no evidence against its strategy, so the plan stops there, resumable, instead of recording it failed.
+MACHINE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
 def job_folder(root: Path, job: Job) -> Path:
@@ -119,6 +124,12 @@ class Trials:
             run = cached_run(ctx, job.arm, job_folder(root, job), on_event)
         except RunInterrupted:  # Ctrl-C or SIGTERM inside training: the plan stops, resumable
             raise
+        except RunFault:  # the machine failed the run (a checkpoint on a full disk): the plan stops, resumable
+            raise
+        except OSError as exc:
+            if exc.errno in MACHINE_ERRNOS:  # the machine's fault, not the candidate's: the plan stops, resumable
+                raise
+            return Result(job, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001
             return Result(job, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc}")
         ctx.runs[job.arm] = run
