@@ -205,3 +205,27 @@ def test_wandb_writes_where_wandb_dir_says(tiny_recipe, tmp_path: Path, monkeypa
     result = runner.invoke(app, ["train", str(tiny_recipe(epochs=1)), "-o", str(out), "--report-to", "wandb", "-q"])
     assert result.exit_code == 0, result.output
     assert list((tmp_path / "wd" / "wandb").glob("offline-run-*")) and not (out / "wandb").exists()
+
+
+def test_an_unreachable_mlflow_database_is_one_line_at_once_and_the_run_goes_on(tiny_recipe, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow retries a tracking database it cannot reach about ten times with doubling sleeps (~100 s, a warning a
+    try): one connection is tried first, and a refused one is one line naming the store (its password hidden)."""
+    import socket
+    import time
+
+    pytest.importorskip("mlflow")
+    pytest.importorskip("psycopg")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"postgresql+psycopg://u:secret@127.0.0.1:{port}/db")
+    out = tmp_path / "run"
+    t0 = time.perf_counter()
+    result = runner.invoke(app, ["train", str(tiny_recipe()), "-o", str(out), "--report-to", "mlflow", "-q"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("report_to mlflow")]
+    assert len(lines) == 1 and f"127.0.0.1:{port}/db" in lines[0] and "the run goes on" in lines[0], result.output
+    assert "secret" not in result.output and "retried" not in result.output
+    assert time.perf_counter() - t0 < 60  # MLflow's own retries alone take ~100 s
+    assert json.loads((out / "metrics.json").read_text())["status"] == "completed"

@@ -127,6 +127,30 @@ MLFLOW_PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 
 
+#: Tracking stores MLflow reaches through SQLAlchemy: it retries one it cannot reach about ten times with doubling sleeps
+#: (~100 s, a warning a try) before giving up, and no setting bounds that.
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
+
+
+def reachable_database(uri: str) -> None:
+    """Connect once to a database tracking URI (one without a database scheme passes), raising one line that names the
+    store, its password hidden, when it cannot be reached: what MLflow would say after ~100 s of retries."""
+    if uri.split(":", 1)[0].split("+", 1)[0] not in DATABASE_SCHEMES:
+        return
+    import sqlalchemy
+
+    url = sqlalchemy.engine.make_url(uri)
+    try:
+        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
+        try:
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
+    except Exception as exc:  # noqa: BLE001  (a missing driver, a refused port, a bad password: one line each)
+        raise ConnectionError(f"tracking database {url.render_as_string(hide_password=True)}: {first_line(exc)}") from None
+
+
 class _MLflow(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import os
@@ -138,6 +162,7 @@ class _MLflow(_Backend):
         if str(uri).startswith(("http://", "https://")):
             for key, value in MLFLOW_PATIENCE.items():
                 os.environ.setdefault(key, value)
+        reachable_database(str(uri))
         self.client = MlflowClient(uri)
         found = self.client.get_experiment_by_name(project)
         self.experiment = found.experiment_id if found else self.client.create_experiment(project)
