@@ -229,3 +229,28 @@ def test_an_unreachable_mlflow_database_is_one_line_at_once_and_the_run_goes_on(
     assert "secret" not in result.output and "retried" not in result.output
     assert time.perf_counter() - t0 < 60  # MLflow's own retries alone take ~100 s
     assert json.loads((out / "metrics.json").read_text())["status"] == "completed"
+
+
+def test_an_unreachable_wandb_server_is_one_line_at_once_and_the_run_goes_on(tiny_recipe, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """W&B's init waits about 90 s for a server it cannot reach: one connection is tried first, and a refused one is one
+    line naming the server and the offline mode, the run trained as if W&B had not been asked for."""
+    import socket
+    import time
+
+    pytest.importorskip("wandb")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key in ("WANDB_MODE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    out = tmp_path / "run"
+    t0 = time.perf_counter()
+    result = runner.invoke(app, ["train", str(tiny_recipe(epochs=1)), "-o", str(out), "--report-to", "wandb", "-q"])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("report_to wandb")]
+    assert len(lines) == 1 and f"127.0.0.1:{port}" in lines[0] and "WANDB_MODE=offline" in lines[0], result.output
+    assert time.perf_counter() - t0 < 60  # W&B alone waits ~90 s
+    assert json.loads((out / "metrics.json").read_text())["status"] == "completed"

@@ -203,10 +203,34 @@ class _MLflow(_Backend):
         self.end(_numbers(summary), files, "completed", run_id=self.parent)
 
 
+#: What W&B is given to reach its server before it is called unreachable (it waits 90 s by default, retrying).
+WANDB_CONNECT_SECONDS = 10.0
+
+
+def reachable_wandb() -> None:
+    """Open one connection to the W&B server an online run would log to (``WANDB_BASE_URL``, else W&B's own), raising
+    one line naming it when none opens within ``WANDB_CONNECT_SECONDS``: W&B's own init waits about 90 s first. Offline
+    and disabled modes, and a proxy in the environment (a direct connection says nothing about it), are not probed."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if os.environ.get("WANDB_MODE", "online").lower() in ("offline", "disabled", "dryrun") or any(
+            os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")):
+        return
+    url = urlsplit(os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=WANDB_CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise ConnectionError(f"cannot reach the W&B server {url.scheme}://{url.hostname}:{port} ({exc.strerror or exc}); "
+                              "log offline with WANDB_MODE=offline and `wandb sync` later") from None
+
+
 class _WandB(_Backend):
     def __init__(self, folder: Path, project: str, group: str | None) -> None:
         import wandb
 
+        reachable_wandb()
         self.wandb, self.folder, self.project, self.group_name = wandb, folder, project, group
         self.run: Any = None
 
