@@ -614,3 +614,19 @@ def test_an_empty_source_and_a_broken_tokenizer_folder_are_named_as_what_they_ar
                               str(tmp_path / "run")])
     _one_line_error(out, f"model.tokenizer: cannot load tokenizer from folder '{folder}': It looks like the config file")
     assert "HF_HUB_OFFLINE" not in out.output
+
+
+def test_a_data_file_this_user_may_not_read_is_an_input_error(tmp_path: Path, text_csv: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data file without read permission is said as such, exit 2 (it surfaced as a write error, exit 1: "Permission
+    denied (...); files already written are complete"). As root nothing is unreadable, so the open is refused here."""
+    real = Path.open
+
+    def refused(self: Path, *args: object, **kwargs: object):  # noqa: ANN202
+        if self.name == text_csv.name:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", refused)
+    out = runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-q", "-o", str(tmp_path / "run")])
+    _one_line_error(out, f"data.source: {text_csv}: cannot be read (Permission denied); siftcli only reads it")

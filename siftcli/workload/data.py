@@ -152,6 +152,17 @@ def load_splits(data: DataSpec, *, task: str, seed: int = 0, unlabeled_train: bo
     return DataSplits(train=train, eval=evald, label_names=names, input_column=input_column, unlabeled=unlabeled)
 
 
+def _readable(path: Path, key: str, source: str) -> None:
+    """A data file this user may not read is the input's fault, said as such (it once surfaced as a write error, exit 1:
+    "Permission denied (...); files already written are complete")."""
+    try:
+        with path.open("rb") as fh:
+            fh.read(1)
+    except PermissionError as exc:
+        raise SiftcliError(f"{key}: {source}: cannot be read ({exc.strerror or exc}); siftcli only reads it: give this "
+                           "user read permission (chmod a+r), or copy it somewhere readable") from None
+
+
 def _no_revision(revision: str | None, source: str, kind: str) -> None:
     """A revision names a hub dataset's commit, tag or branch: on any other source it is a mistake, said in one line."""
     if revision is not None:
@@ -187,6 +198,8 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
         raise SiftcliError(f"{which} {split!r}: {source!r} is a single {fmt} file, with no splits to choose from; {fix}")
     if fmt != "hub":
         _no_revision(revision, repr(source), f"a local {fmt} source")
+    if fmt != "hub" and path.is_file():
+        _readable(path, key, source)
     if fmt in ("csv", "tsv", "jsonl", "json") and path.is_file():
         with path.open("rb") as fh:
             lines = sum(1 for line in fh if line.strip())
