@@ -630,3 +630,17 @@ def test_a_data_file_this_user_may_not_read_is_an_input_error(tmp_path: Path, te
     monkeypatch.setattr(Path, "open", refused)
     out = runner.invoke(app, ["train", _recipe(tmp_path, text_csv), "-q", "-o", str(tmp_path / "run")])
     _one_line_error(out, f"data.source: {text_csv}: cannot be read (Permission denied); siftcli only reads it")
+
+
+@pytest.mark.parametrize("files", [[], ["sub/readme.txt"]])
+def test_a_folder_with_no_images_is_named_as_such(tmp_path: Path, text_csv: Path, files: list[str]) -> None:
+    """A folder with no image files was read as an image folder and failed in the library's words: a 600-character
+    pattern resolver's repr (empty folder), or 'Instruction "train" corresponds to no data!'."""
+    folder = tmp_path / "imgs"
+    folder.mkdir()
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("x")
+    out = runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"data.source": str(folder)})])
+    _one_line_error(out, f"data.source: folder '{folder}' holds no image files (.png, .jpg and the other image kinds")
+    assert len(out.output) < 400

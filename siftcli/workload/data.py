@@ -217,6 +217,14 @@ def _load_one(source: str, fmt: str, config_name: str | None, split: str, column
                 loaded = loaded[split]
             return loaded.to_iterable_dataset() if streaming else loaded
         if fmt == "imagefolder":
+            from datasets.packaged_modules.imagefolder.imagefolder import ImageFolder
+
+            readable = {e.lower() for e in ImageFolder.EXTENSIONS}
+            if not any(f.suffix.lower() in readable for f in path.rglob("*") if f.is_file()):
+                raise SiftcliError(f"{key}: folder {source!r} holds no image files (.png, .jpg and the other image "
+                                   "kinds datasets' imagefolder reads); "
+                                   "siftcli reads a folder as an image folder (a subfolder of images per class) or as a "
+                                   "dataset saved with save_to_disk; for a table, give the data file itself")
             return datasets.load_dataset("imagefolder", data_dir=str(path), split=split, streaming=streaming)
         if fmt in ("csv", "tsv"):
             kwargs: dict[str, Any] = {"delimiter": "\t" if fmt == "tsv" else ","}
