@@ -262,7 +262,8 @@ def claim(path: Path, flag: str = "--output") -> None:
                 raise SiftcliError(f"{flag} {path}: a siftcli process on host {owner} (pid {pid}) holds this folder; wait "
                                    f"for it to end, or, if it is gone, delete {lock} (from this host its process cannot "
                                    "be seen)") from None
-            if pid == os.getpid():
+            if pid == os.getpid():  # this process holds it already (a library caller's second run)
+                remove_stale_temporaries(Path(path))
                 return
             if pid and _alive(pid):
                 raise SiftcliError(f"{flag} {path}: another siftcli process (pid {pid}) is writing to this folder; wait for it "
@@ -275,7 +276,29 @@ def claim(path: Path, flag: str = "--output") -> None:
         with os.fdopen(fd, "w") as fh:
             fh.write(f"{os.getpid()} {host}")
         atexit.register(lambda: lock.unlink(missing_ok=True))
+        remove_stale_temporaries(Path(path))
         return
+
+
+#: What :func:`atomic_write` names a file while it is written (``tempfile``'s eight random characters after the final
+#: name, then ``.tmp``), and the saved model's folder (``model``, the one folder it writes): one still there belongs to a
+#: process killed mid-write.
+_TEMPORARY = re.compile(r"^\.(?:.+\.[a-z0-9_]{8}\.tmp|model\.[a-z0-9_]{8})$")
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove the half-written files a killed process left (``.checkpoint.pt.k2j4x9ab.tmp``: up to a model's size each),
+    once this process holds the folder: no live siftcli process writes there then. Only names :func:`atomic_write`
+    gives (a user's own dot-files keep theirs); returns them."""
+    removed = []
+    for here, folders, files in os.walk(folder):
+        for name in files + folders:
+            entry = Path(here) / name
+            if not _TEMPORARY.match(name) or entry.is_symlink() or entry.is_dir() != name.startswith(".model."):
+                continue
+            _remove(entry)
+            removed.append(entry)
+    return removed
 
 
 def refuse_links_out(folder: Path, flag: str = "--output") -> None:

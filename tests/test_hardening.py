@@ -644,3 +644,24 @@ def test_a_folder_with_no_images_is_named_as_such(tmp_path: Path, text_csv: Path
     out = runner.invoke(app, ["validate", _recipe(tmp_path, text_csv, **{"data.source": str(folder)})])
     _one_line_error(out, f"data.source: folder '{folder}' holds no image files (.png, .jpg and the other image kinds")
     assert len(out.output) < 400
+
+
+def test_half_written_files_a_killed_process_left_are_removed_when_the_folder_is_taken_again(tmp_path: Path,
+                                                                                              text_csv: Path) -> None:
+    """A kill inside a checkpoint write left ``run/.checkpoint.pt.XXXXXXXX.tmp`` (up to a model's size) after the resume
+    completed; the process that takes the folder next removes what atomic writes leave, and nothing of the user's."""
+    recipe = _recipe(tmp_path, text_csv, epochs=1)
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["train", recipe, "-q", "-o", str(run)]).exit_code == 0
+    left = [run / ".checkpoint.pt.k2j4x9ab.tmp", run / ".metrics.json.0a1b2c3d.tmp"]
+    for f in left:
+        f.write_bytes(b"\0" * 512 * 1024)
+    (run / ".model.q8w7e6r5").mkdir()
+    (run / ".model.q8w7e6r5" / "model.safetensors").write_bytes(b"\0" * 1024)
+    mine = [run / ".notes.keep", run / ".vscode.settings"]
+    mine[0].write_text("mine")
+    mine[1].mkdir()
+    out = runner.invoke(app, ["train", recipe, "-q", "--resume", str(run)])
+    assert out.exit_code == 0, out.output
+    assert not any(f.exists() for f in left) and not (run / ".model.q8w7e6r5").exists()
+    assert all(f.exists() for f in mine)
