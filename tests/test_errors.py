@@ -790,3 +790,19 @@ def test_a_resumed_log_drops_what_it_will_log_again_and_a_torn_last_line(tmp_pat
     with JsonlLog(path, resume_step=2) as log:
         log.write({"event": "step", "step": 3})
     assert [json.loads(line)["step"] for line in path.read_text().splitlines()] == [1, 2, 3]
+
+
+def test_a_checkpoint_whose_weights_hold_nan_is_refused_naming_the_file(tmp_path: Path, text_csv: Path, monkeypatch) -> None:
+    """Weights turned NaN with the digest written again trained on to "training loss became nan at step 22 ...; try a
+    lower optim.lr": siftcli never saves such weights, so the file is refused at the resume, before any step."""
+    import torch
+
+    recipe, out = _interrupted_run(tmp_path, text_csv, monkeypatch)
+
+    def poison(ck: dict) -> None:
+        name = next(k for k, v in ck["model"].items() if v.is_floating_point())
+        ck["model"][name] = torch.full_like(ck["model"][name], float("nan"))
+
+    _forge(out, poison)
+    _one_line_error(runner.invoke(app, ["train", recipe, "--resume", str(out), "-q"]),
+                    "the checkpoint's model weights hold NaN or infinity (1 of")

@@ -124,6 +124,7 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
                            "rank's data shard and sifting state depend on it (the saved model loads anywhere)")
     mine = ck["ranks"][parallel.rank()]
     _check_shape(run_dir, mine, state, most_steps)
+    _finite_weights(run_dir, ck.get("model"))
     for name, part in parts.items():
         saved = mine.get(name) if name in PER_RANK else ck.get(name)
         if saved:
@@ -139,6 +140,19 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise SiftcliError(f"--resume {run_dir}: the saved random state is not one siftcli wrote ({first_line(exc)}); "
                            "start the run again") from None
+
+
+def _finite_weights(run_dir: Path, weights: Any) -> None:
+    """A checkpoint's weights hold finite numbers: siftcli stops a run whose loss breaks before its weights are saved,
+    so NaN or infinity there means the file was altered (with its digest written again) or damaged in a way the digest
+    could not see; resumed, it once trained to "training loss became nan at step 22 ...; try a lower optim.lr"."""
+    if not isinstance(weights, dict):
+        return
+    broken = [k for k, v in weights.items() if torch.is_tensor(v) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if broken:
+        raise SiftcliError(f"--resume {run_dir}: the checkpoint's model weights hold NaN or infinity ({len(broken)} of "
+                           f"{len(weights)} tensors, first {broken[0]!r}); siftcli never saves such weights, so the file "
+                           "was altered or damaged; start the run again")
 
 
 def _check_shape(run_dir: Path, mine: Any, state: Any, most_steps: int | None) -> None:
