@@ -17,6 +17,7 @@ from siftcli import parallel
 from siftcli.analysis.compare import summarise_compare, tracked
 from siftcli.analysis.stats import CompareResult
 from siftcli.arms.context import SeedContext, evaluation_warning, preflight, prepare, write_label_noise
+from siftcli.arms.reference import check_reference_model
 from siftcli.arms.run import run_arms
 from siftcli.arms.table import check_arms, default_arms, filtered, subject_of
 from siftcli.curate.engines import Engine
@@ -63,6 +64,7 @@ def run_train(recipe: Recipe, *, output: str | None = None, sift: bool | None = 
     use_sift = recipe.sift.enabled if sift is None else sift
     preflight(recipe)
     workload = workload or build_workload(recipe)  # before the run folder: bad data leaves no empty folder
+    check_reference_model(workload, recipe)
     if not resume:
         run_dir = make_run_dir(output, recipe.name)
         atomic_write_text(run_dir / "recipe.yaml", recipe_to_yaml(recipe))
@@ -328,6 +330,7 @@ def validate_recipe_sources(recipe: Recipe) -> list[str]:
     """Build the whole workload (data, labels, tokenizer, model, loss) and the device; raise on the first problem."""
     resolve_device(recipe.device, recipe.precision)
     workload = build_workload(recipe)
+    check_reference_model(workload, recipe)
     lines = [f"[green]ok[/green] data: {len(workload.train_data)} train / {len(workload.eval_data)} eval rows"
              + (f", labels {workload.label_names}" if workload.label_names else "")
              + (f", {int(workload.noisy.sum())} training labels flipped (data.label_noise)" if workload.noisy is not None else "")]

@@ -665,3 +665,15 @@ def test_half_written_files_a_killed_process_left_are_removed_when_the_folder_is
     assert out.exit_code == 0, out.output
     assert not any(f.exists() for f in left) and not (run / ".model.q8w7e6r5").exists()
     assert all(f.exists() for f in mine)
+
+
+def test_a_reference_override_that_breaks_its_model_is_named_at_validate_and_leaves_no_folder(tmp_path: Path,
+                                                                                               text_csv: Path) -> None:
+    """``sift.reference.config_overrides`` that cannot build a model passed validate, then failed mid-run as
+    ``model.source: cannot build config 'bert': ...`` (the learner's key) with a run folder left behind."""
+    recipe = _recipe(tmp_path, text_csv, **{"sift.score": "reducible", "sift.reference": {
+        "kind": "holdout", "holdout_fraction": 0.2, "config_overrides": {"hidden_size": 15, "num_attention_heads": 2}}})
+    expected = "sift.reference.config_overrides {'hidden_size': 15, 'num_attention_heads': 2}: cannot build the reference model"
+    _one_line_error(runner.invoke(app, ["validate", recipe]), expected)
+    _one_line_error(runner.invoke(app, ["train", recipe, "-q", "-o", str(tmp_path / "run")]), expected)
+    assert not (tmp_path / "run").exists()

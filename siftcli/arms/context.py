@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from siftcli import parallel
-from siftcli.arms.reference import reference_for
+from siftcli.arms.reference import check_reference_model, reference_for
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.runio import atomic_write_json, atomic_write_text, make_run_dir
@@ -71,6 +71,7 @@ def prepare(recipe: Recipe, output: str | None, suffix: str, check: Callable[[An
     none) with the resolved recipe."""
     preflight(recipe)
     workload = build_workload(recipe)
+    check_reference_model(workload, recipe)
     if check is not None:
         check(workload)
     run_dir = make_run_dir(output, recipe.name, suffix=suffix, resumable=resumable)

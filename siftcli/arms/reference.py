@@ -78,9 +78,25 @@ def reference_model(workload: Workload, recipe: Recipe, initial: dict[str, torch
         return model
 
     m = recipe.model
-    return build_model(recipe.task, m.source, num_labels=len(workload.label_names) if workload.label_names else None,
-                       from_scratch=m.from_scratch, config_overrides={**m.config_overrides, **overrides},
-                       label_names=workload.label_names)
+    try:
+        return build_model(recipe.task, m.source, num_labels=len(workload.label_names) if workload.label_names else None,
+                           from_scratch=m.from_scratch, config_overrides={**m.config_overrides, **overrides},
+                           label_names=workload.label_names)
+    except SiftcliError as exc:  # the reference's own settings broke it, not the learner's model.source
+        said = str(exc).removeprefix("model.source: ").removeprefix("model.config_overrides.")
+        raise SiftcliError(f"sift.reference.config_overrides {overrides}: cannot build the reference model: {said}") from None
+
+
+def check_reference_model(workload: Workload, recipe: Recipe) -> None:
+    """Build the reference's smaller architecture (``sift.reference.config_overrides``) on the meta device, where it
+    costs no memory, before any run folder exists: an override that breaks it is one line naming the reference's key,
+    at ``validate`` too (it surfaced mid-run as ``model.source: cannot build config ...``, leaving a run folder). A
+    pretrained source with overrides is left to the run (its config comes with its weights)."""
+    m = recipe.model
+    if not recipe.sift.reference.config_overrides or not (m.source.startswith("config:") or m.from_scratch):
+        return
+    with torch.device("meta"):
+        reference_model(workload, recipe, None)
 
 
 def reference_for(workload: Workload, recipe: Recipe, initial: dict[str, torch.Tensor] | None = None) -> tuple[Reference, list[RunMetrics]]:
