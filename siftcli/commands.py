@@ -139,9 +139,9 @@ def run_filter(recipe: Recipe, keep: float | None, output: str, dedup: float | N
     path = Path(output)
     if path.suffix.lower() not in TABLE_KINDS:
         raise SiftcliError(f"-o {output}: expected a .csv, .tsv or .jsonl file to write the kept rows to")
+    ensure_file_writable(output)
     if path.exists() and path.is_dir():
         raise SiftcliError(f"-o {output}: is a folder; expected a file name")
-    ensure_file_writable(output)
     inputs = {"data.source": recipe.data.source, "data.eval_source": recipe.data.eval_source,
               "sift.reference.holdout_source": recipe.sift.reference.holdout_source}
     for key, source in inputs.items():

@@ -210,10 +210,25 @@ def make_run_dir(output: str | Path | None, name: str, root: str | Path = "runs"
     return Path(parallel.on_main(lambda: str(_make_run_dir(output, name, root, suffix, resumable))))
 
 
+#: The longest name a file system takes for one file or folder, in bytes (ext4, XFS, APFS, NTFS alike).
+NAME_MAX_BYTES = 255
+
+
+def names_fit(path: str | Path, flag: str = "--output") -> None:
+    """Every name along ``path`` fits a file system: a longer one is one line with the path cut, exit 2 (it surfaced as
+    ``File name too long`` with the whole path, 900 KB of it once, after the work, exit 1)."""
+    for part in Path(path).parts:
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX_BYTES:
+            shown = str(path) if len(str(path)) <= 100 else f"{str(path)[:80]}… ({len(str(path)):,} characters)"
+            raise SiftcliError(f"{flag} {shown}: a name of {len(part.encode('utf-8', 'surrogateescape')):,} bytes; a file "
+                               f"system takes at most {NAME_MAX_BYTES} a name: choose a shorter one")
+
+
 def _make_run_dir(output: str | Path | None, name: str, root: str | Path, suffix: str, resumable: bool = True) -> Path:
     if output is not None:
         if not str(output).strip():
             raise SiftcliError("--output '': expected a folder path")
+        names_fit(output)
         path = Path(output)
         found = [f for f in RESULT_FILES if (path / f).exists()] if path.is_dir() else []
         if found:
@@ -344,6 +359,7 @@ def _takes_files(folder: Path) -> None:
 
 
 def _ensure_writable(path: Path, flag: str = "--output") -> None:
+    names_fit(path, flag)
     if path.is_symlink() and not path.exists():
         raise SiftcliError(f"{flag} {path}: a link to {os.readlink(path)}, which does not exist (or is a loop of links); "
                            "give a folder, or a link to one")
@@ -360,6 +376,7 @@ def ensure_file_writable(output: str, flag: str = "-o") -> None:
     """The folder a file ``-o OUTPUT`` (or another ``flag``'s) goes into takes files: it, or the nearest folder above it
     that exists (the missing ones are made when the file is written), checked before the work that produces the file,
     not after."""
+    names_fit(output, flag)
     folder = Path(output).parent.absolute()
     existing = next(p for p in (folder, *folder.parents) if p.exists())
     if not existing.is_dir():

@@ -677,3 +677,15 @@ def test_a_reference_override_that_breaks_its_model_is_named_at_validate_and_lea
     _one_line_error(runner.invoke(app, ["validate", recipe]), expected)
     _one_line_error(runner.invoke(app, ["train", recipe, "-q", "-o", str(tmp_path / "run")]), expected)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "compare", "filter"])
+def test_an_output_name_no_file_system_takes_is_one_short_line(tmp_path: Path, text_csv: Path, command: str) -> None:
+    """A 900 KB folder name came back whole in "File name too long (runs/xxxx...)", exit 1; a name over 255 bytes is
+    now refused before any work, the path cut, exit 2."""
+    long = "x" * 5000
+    args = {"train": ["-o", f"runs/{long}", "-q"], "compare": ["-o", f"runs/{long}", "-q"],
+            "filter": ["--dedup", "-o", f"{long}.csv"]}[command]
+    out = runner.invoke(app, [command, _recipe(tmp_path, text_csv), *args])
+    _one_line_error(out, "a name of 5,00")
+    assert "a file system takes at most 255 a name" in out.output and len(out.output) < 400
