@@ -115,8 +115,11 @@ def check_journal(folder: Path, flag: str = "--resume") -> None:
     import json
 
     path = Path(folder) / "optuna.journal"
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return
+    if not path.is_file():  # a folder, a dangling link, a device: it was exit 1, "Is a directory (...)"
+        raise SiftcliError(f"{flag} {folder}: {path} is not a file (a folder, or a link to none), so the finished trials "
+                           "cannot be read; move it aside, or start again in a new -o folder")
     if path.stat().st_size == 0:
         raise SiftcliError(f"{flag} {folder}: {path} is empty, so the finished trials are lost; start again in a new "
                            "-o folder")

@@ -395,6 +395,7 @@ def test_a_damaged_plan_folder_is_one_line(tmp_path: Path, content: str, expecte
 @pytest.mark.parametrize("keep,expected", [
     (0.0, "optuna.journal is empty, so the finished trials are lost"),
     (0.5, "optuna.journal is damaged at line 1"),
+    (-1, "optuna.journal is not a file (a folder, or a link to none)"),
 ])
 def test_a_damaged_sweep_journal_is_one_line(tmp_path: Path, text_csv: Path, keep: float, expected: str) -> None:
     out = runner.invoke(app, ["sweep-beta", _recipe(tmp_path, text_csv), "--trials", "1", "--jobs", "0", "-q", "-o",
@@ -402,7 +403,11 @@ def test_a_damaged_sweep_journal_is_one_line(tmp_path: Path, text_csv: Path, kee
     assert out.exit_code == 0, out.output
     journal = tmp_path / "sw" / "optuna.journal"
     whole = journal.read_bytes()
-    journal.write_bytes(whole[:int(len(whole) * keep)])  # emptied, or cut in the middle of a line
+    if keep < 0:  # a folder where the journal was
+        journal.unlink()
+        journal.mkdir()
+    else:
+        journal.write_bytes(whole[:int(len(whole) * keep)])  # emptied, or cut in the middle of a line
     _one_line_error(runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path / "sw")]), expected)
     assert "Traceback" not in runner.invoke(app, ["sweep-beta", "--resume", str(tmp_path / "sw")]).output
 
