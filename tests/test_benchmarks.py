@@ -264,3 +264,22 @@ def test_plan_accuracy_takes_the_plans_objective_on_the_truth_and_judges_a_pick_
     assert judge("dedup", "dedup", rows, seeds, 1.0) == (False, True)  # and worse than the tolerance
     assert not judge("baseline", "everything", rows, seeds, 1.0)[0]  # a strategy paid: everything misses it
     assert judge("baseline", "everything", [row("dedup", "dedup", -3.0, 0.6)], seeds, 1.0) == (True, False)
+
+
+def test_the_screens_order_is_counted_against_the_truths_by_the_loss_and_by_accuracy() -> None:
+    """Pairs of candidates screened at the screen's rung whose truths differ: how many each screen signal orders as the
+    truth does (a tie at the screen counts half); candidates screened elsewhere or missing from the truth are left out."""
+    from benchmarks.scripts.plan_accuracy import ArmTruth, screen_agreement
+
+    truths = [ArmTruth(arm, "f", mean, 0.3, 0, 0, 0.5, []) for arm, mean in (("a", 3.0), ("b", 1.0), ("c", -2.0))]
+
+    def trial(signal: float, gap: float, rung: float = 0.25) -> dict:
+        return {"status": "complete", "fidelity": 1.0, "rung": rung, "signal_gap": signal, "gap": gap}
+
+    plan = {"screen_fidelity": 0.25, "candidates": [
+        {"arm": "a", "trials": [trial(0.10, -1.0)]},  # the loss orders a > b > c; accuracy b > c > a
+        {"arm": "b", "trials": [trial(0.05, 2.0)]},
+        {"arm": "c", "trials": [trial(-0.20, 2.0)]},  # accuracy ties b and c: half a pair
+        {"arm": "d", "trials": [trial(0.30, 5.0)]},  # no truth
+        {"arm": "e", "trials": [trial(0.30, 5.0, rung=0.5)]}]}  # rung 2
+    assert screen_agreement(plan, truths) == (3.0, 0.5, 3)
