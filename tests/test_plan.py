@@ -328,7 +328,9 @@ def test_the_screen_ranks_by_the_validation_loss_and_a_whole_small_experiment_is
     assert [c.arm for c in search.ranked(record, 1 / 8)] == arms  # by the loss, which accuracy's few rows turn around
     f.signal_gap = t.signal_gap = None  # a record written before the signal: ranked by accuracy
     assert [c.arm for c in search.ranked(record, 1 / 8)] == arms[::-1]
-    # rung 2 (a quarter): target-only trained its whole schedule at the screen, so it is held there as it is
+    # rung 2 (a quarter): target-only trained its whole schedule at the screen, so it is held there as it is, once
+    # rung 2's baseline exists (before, it has no trial there: none to drop it on)
+    assert [len(c.trials) for c in record.candidates] == [1, 1]
     assert search.promotion_job(record.candidates[1], record, 0) is None
     assert search.promotion_job(record.candidates[0], record, 0).fidelity == 1 / 2  # twice the steps: half of its own
     results[4] = _result(search.PROMOTION_BASELINE, "baseline", 1 / 4, 0.84, 20.0, **run(0.84, 0.45, 20))

@@ -374,10 +374,11 @@ def promotion_job(c: Candidate, record: PlanRecord, seed: int) -> Job | None:
 def held(results: dict[int, Result], c: Candidate, rung: float, screen: float, seed: int) -> Result | None:
     """``c``'s finished job held against the baseline at ``rung``: the one at its step-matched share of its schedule
     (:func:`trial_fidelity`), or, at rung 2, its screen job where that trained its whole schedule."""
-    r = find(results, c.arm, trial_fidelity(c, rung), seed, "validation")
-    if r is None and rung != screen and trial_fidelity(c, screen) >= 1:
-        r = find(results, c.arm, 1.0, seed, "validation")
-    return r
+    own = trial_fidelity(c, rung)
+    if rung != screen and own == trial_fidelity(c, screen):  # its screen job again (its whole schedule): held at
+        if find(results, "baseline", rung, seed, "validation") is None:  # rung 2 once that rung's baseline ran
+            return None
+    return find(results, c.arm, own, seed, "validation")
 
 
 # -- the record, from the finished jobs ------------------------------------------------------------------------------
