@@ -765,3 +765,26 @@ def test_a_job_slowed_three_times_on_a_busy_machine_flips_no_faster_or_slower_ca
     assert calls(3.0) == [True, False, True]  # the same calls with the first and the third job slowed threefold
     slowed = run(12.0, 320, 640, 640, 3.0, 3.0)  # what the job's own seconds, scaled up, would have said
     assert full_seconds(slowed, 1 / 4, 4) * (1 / 8) / 9.0 > search.FASTER
+
+
+def test_the_search_stops_training_candidates_once_its_budget_is_spent(tmp_path: Path, monkeypatch) -> None:
+    """Jobs run over their predictions on a busy machine: once the search has spent 10% beyond its budget it trains no
+    more candidates (baselines still train: the rungs need them), and those it did not reach say so."""
+    from siftcli.plan import search
+    from siftcli.plan import trials as plan_trials
+
+    real, seen = plan_trials.Trials.run, []
+
+    def run(self, job, root, baseline, on_event):  # noqa: ANN001, ANN202
+        result = real(self, job, root, baseline, on_event)
+        seen.append((job.arm, job.split))
+        if [a for a, split in seen if a != "baseline" and split == "validation"] == [job.arm]:
+            return dataclasses.replace(result, seconds=result.seconds + 10_000)  # the first candidate ran far over
+        return result
+
+    monkeypatch.setattr(plan_trials.Trials, "run", run)
+    _, record = run_plan(load_recipe(_recipe(tmp_path)), PlanSettings(budget=30, seeds=2), output=str(tmp_path / "p"))
+    assert len([a for a, split in seen if a != "baseline" and split == "validation"]) == 1
+    skipped = [c for c in record.candidates if c.outcome.startswith("over budget: not run: the search's budget was spent")]
+    assert skipped and all(t.status == "skipped" for c in skipped for t in c.trials)
+    assert record.search_seconds > search.BUDGET_SLACK * record.search_budget_seconds  # the one job that ran over

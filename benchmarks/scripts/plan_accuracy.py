@@ -236,8 +236,15 @@ def plan_folder(name: str, budget: float) -> Path:
     return OUT / name / ("plan" if budget == DEFAULT_BUDGET else f"plan-budget{budget:g}")
 
 
-def title(budget: float) -> str:
-    return TITLE if budget == DEFAULT_BUDGET else f"{TITLE} (budget {budget:g})"
+#: The regimes of pretrained fine-tunes (MiniLM): their own section, beside the from-scratch regimes' (whose truths
+#: were measured on another machine and are not in the repository).
+PRETRAINED = "pretrained-"
+
+
+def title(budget: float, regimes: list[str] | None = None) -> str:
+    """The section's title: the budget where it is not the default; the pretrained regimes' own when only they run."""
+    base = f"{TITLE} on pretrained fine-tunes" if regimes and all(r.startswith(PRETRAINED) for r in regimes) else TITLE
+    return base if budget == DEFAULT_BUDGET else f"{base} (budget {budget:g})"
 
 
 def plan_for(name: str, report_only: bool, budget: float = 2.0) -> dict[str, Any] | None:
@@ -260,12 +267,12 @@ def _cell(r: ArmTruth | None) -> str:
 
 
 def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[str, Any] | None]], machine: str,
-            budget: float = 2.0) -> list[str]:
+            budget: float = 2.0, heading: str | None = None) -> list[str]:
     from siftcli.plan.run import load_record
     from siftcli.plan.view import screen_note
 
     command = "" if budget == DEFAULT_BUDGET else f" --budget {budget:g}"
-    lines = [f"## {title(budget)}", "",
+    lines = [f"## {heading or title(budget)}", "",
              f"`python -m benchmarks plan-accuracy{command}` ({machine}). Each regime: the truth from every candidate "
              f"the plan considers trained beside the full baseline over {SEEDS} seeds of their own (paired difference to "
              f"the baseline in points ± SE, at its time ratio), and `siftcli plan` with its defaults but the budget "
@@ -365,9 +372,10 @@ def main(argv: list[str] | None = None) -> int:
     if not opts.report_only:
         where.parent.mkdir(parents=True, exist_ok=True)
         where.write_text(machine() + "\n")
-    write_section(Path(opts.out), title(opts.budget),
-                  section(results, where.read_text().strip() if where.exists() else machine(), opts.budget))
-    print(f"wrote the section '{title(opts.budget)}' of {opts.out}")
+    heading = title(opts.budget, list(results))
+    write_section(Path(opts.out), heading,
+                  section(results, where.read_text().strip() if where.exists() else machine(), opts.budget, heading))
+    print(f"wrote the section '{heading}' of {opts.out}")
     return 0
 
 

@@ -89,6 +89,16 @@ class Plan:
         budget = self.record.search_budget_seconds
         return None if budget is None else budget - self.record.search_seconds
 
+    def over_budget(self, job: Any) -> str | None:
+        """Why a candidate's search job is not trained (None: it is): the search has spent more than
+        ``searching.BUDGET_SLACK`` of its budget, its jobs having run over their predictions (a busy machine). Baselines
+        always train (the rungs need them); the candidates not reached are listed as such, never dropped silently."""
+        budget, spent = self.record.search_budget_seconds, self.record.search_seconds
+        if job.arm == "baseline" or not searching.is_search(job.phase) or budget is None or \
+                spent <= searching.BUDGET_SLACK * budget:
+            return None
+        return f"{searching.SKIPPED}: the search's budget was spent ({spent:.0f} s of {budget:.0f} s) before it ran"
+
     def phase_jobs(self, phase: int) -> tuple[list[Any], PlannerNotes]:
         """The jobs of ``phase``, from the finished ones (run by the one process that claims the phase)."""
         t0 = time.perf_counter()
@@ -170,6 +180,10 @@ class Plan:
 
     def _train(self, trial: Any, index: int) -> None:
         job = self.study.jobs()[index]
+        over = self.over_budget(job)
+        if over is not None:  # not trained: the search spent its budget (and its slack) on the jobs before it
+            self.study.finish(trial, Result(job, 0.0, None, over), None)
+            return
         done, _ = self.study.results()
         rung = {searching.SCREENING: self.record.screen_fidelity,
                 searching.PROMOTING: self.record.promotion_fidelity}.get(job.phase, job.fidelity)

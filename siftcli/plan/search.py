@@ -49,6 +49,11 @@ SCREEN = 1 / 8
 #: scored below the untrained level and counted as evidence against it. Training less is the baseline at fewer steps:
 #: at as many steps as the baseline it would be the baseline, so it stays at the rung (and is no evidence there).
 STEP_MATCHED = ("filter", "dedup", "dedup+filter", "target-only", "online")
+#: The search stops training candidates once it has spent this share of its budget (jobs run over their predictions
+#: on a busy machine); what it did not reach is listed as such.
+BUDGET_SLACK = 1.1
+#: What a search job not trained for want of budget records as its error (and the outcome says).
+SKIPPED = "not run"
 #: A trial is evidence only with at least this share of the optimizer steps the screen's baseline had when it first
 #: left the untrained level (rounding, and online sifting's kept share varying around its target, take a few).
 EVIDENCE_STEPS = 0.9
@@ -427,8 +432,9 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                 continue
             own = r.job.fidelity
             if r.run is None:
-                c.trials.append(Trial(c.arm, own, r.seconds, None, held_against.metric, None, "failed", r.error,
-                                      rung=fidelity))
+                skipped = (r.error or "").startswith(SKIPPED)
+                c.trials.append(Trial(c.arm, own, r.seconds, None, held_against.metric, None,
+                                      "skipped" if skipped else "failed", r.error, rung=fidelity))
                 continue
             value = final_value(r.run)
             subset = r.run.get("subset")
@@ -518,8 +524,13 @@ def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes)
     failed = next((t for t in c.trials if t.status == "failed"), None)
     if failed is not None:
         return "failed"
-    last = c.trials[-1]
-    rung = "screen" if (last.fidelity if last.rung is None else last.rung) == record.screen_fidelity else "rung 2"
+    skipped = next((t for t in c.trials if t.status == "skipped"), None)
+    complete = [t for t in c.trials if t.status == "complete"]
+    if not complete:
+        return f"over budget: {skipped.error}" if skipped is not None else "waiting"
+    last = complete[-1]
+    at = last.fidelity if last.rung is None else last.rung
+    rung = "screen" if at == record.screen_fidelity else "rung 2"
     if full_time(c, unit) > FASTER * unit:
         return f"stopped at the {rung}: not faster than the baseline (predicted over {FASTER:g} of its time)"
     if c.exact:
@@ -528,9 +539,11 @@ def _outcome(c: Candidate, record: PlanRecord, queued: set, extra: PlannerNotes)
     if dropped(last, record.tolerance):
         return f"dropped at the {rung}: worse beyond the tolerance and its noise"
     short = "" if last.informative else " (too short to tell)"
-    if last.fidelity == record.screen_fidelity and c.arm in extra.get("promoted", []):
+    if skipped is not None:  # promoted, but rung 2 was not reached
+        return f"promoted, over budget at rung 2 ({skipped.error}): the screen decides"
+    if at == record.screen_fidelity and c.arm in extra.get("promoted", []):
         return "promoted: rung 2" + short
-    if last.fidelity == record.screen_fidelity and c.arm in extra.get("over_budget_promotion", {}):
+    if at == record.screen_fidelity and c.arm in extra.get("over_budget_promotion", {}):
         return (f"promoted, over budget at rung 2 (predicted {extra['over_budget_promotion'][c.arm]:.0f} s): the screen "
                 "decides")
     return f"stopped at the {rung}" + short
