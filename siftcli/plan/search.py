@@ -1,10 +1,12 @@
 """Candidates, a budget and the finished jobs in; the next phase's jobs and every candidate's trials out: successive
 halving by evidence, every family screened first, at a rung where the baseline has learned something.
 
-The plan never trains a full-schedule run to choose: it screens every candidate at a small share of its own schedule
-(fully decayed there, on the validation half), beside two baselines at the same rung whose spread is the rung's noise;
-promotes the best families by their paired gap to that baseline (ties, gaps within the noise, broken by the predicted
-time) to a second rung when more than one is left; and hands the winner to the confirmation
+The plan never trains a full-schedule run to choose: it screens every candidate as a small experiment (fully decayed,
+on the validation half) beside two baselines at a small share of the schedule whose spread is the rung's noise, each
+candidate trained to as many optimizer steps as that baseline (a subset over a larger share of its own schedule,
+``STEP_MATCHED``); promotes the best families by their paired gap to that baseline on a continuous signal (the
+validation loss for accuracy: :func:`signal_of`; ties, gaps within the noise, broken by the predicted time) to a second
+rung when more than one is left; and hands the winner to the confirmation
 (:mod:`siftcli.plan.confirm`), which trains at the full schedule on fresh seeds. A family is dropped only when its gap
 is beyond the tolerance *and* its noise, so a rung too short to tell two families apart keeps both.
 
@@ -12,12 +14,13 @@ A rung says something only where the baseline there has left the untrained level
 initial weights, or of always answering the commonest label): a model trained from scratch sits there for the first
 part of its schedule, and every candidate ties with it. So the screen's rung starts at an eighth of the schedule and is
 doubled (``PROBES``, one baseline each) while the baseline there has learned nothing and the budget keeps a third of
-itself for the candidates; and a candidate still at the untrained level after fewer steps than a baseline that had not
-learned either is "too short to tell" (:attr:`Trial.informative`), never dropped for it.
+itself for the candidates; and a trial with fewer optimizer steps than the baseline had when it first learned is "too
+short to tell" (:attr:`Trial.informative`) unless it beat that baseline, never dropped for it.
 
 The unit of cost is one full baseline run: predicted from the first probe (its training clock scaled up to the whole
 schedule) until the confirmation trains one, measured after. A job is queued only while its prediction fits the
-budget; a candidate that does not fit is listed with its predicted cost, never left out silently.
+budget; a candidate that does not fit is listed with its predicted cost, never left out silently, and once jobs that
+ran over their predictions have spent 10% beyond the budget no more candidates train (``BUDGET_SLACK``).
 
 Every function here is a decision on data (the record, the finished jobs); :mod:`siftcli.plan.trials` trains a job and
 :mod:`siftcli.plan.study` shares them between processes, so several machines follow the same rules on the same study.
