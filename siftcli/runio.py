@@ -277,8 +277,7 @@ def claim(path: Path, flag: str = "--output") -> None:
                 raise SiftcliError(f"{flag} {path}: a siftcli process on host {owner} (pid {pid}) holds this folder; wait "
                                    f"for it to end, or, if it is gone, delete {lock} (from this host its process cannot "
                                    "be seen)") from None
-            if pid == os.getpid():  # this process holds it already (a library caller's second run)
-                remove_stale_temporaries(Path(path))
+            if pid == os.getpid():  # this process holds it already (and may be writing there: nothing is swept)
                 return
             if pid and _alive(pid):
                 raise SiftcliError(f"{flag} {path}: another siftcli process (pid {pid}) is writing to this folder; wait for it "
@@ -304,7 +303,8 @@ _TEMPORARY = re.compile(r"^\.(?:.+\.[a-z0-9_]{8}\.tmp|model\.[a-z0-9_]{8})$")
 def remove_stale_temporaries(folder: Path) -> list[Path]:
     """Remove the half-written files a killed process left (``.checkpoint.pt.k2j4x9ab.tmp``: up to a model's size each),
     once this process holds the folder: no live siftcli process writes there then. Only names :func:`atomic_write`
-    gives (a user's own dot-files keep theirs); returns them."""
+    gives (a user's own dot-files keep theirs); returns them. Never while this process holds the folder already: a
+    checkpoint it writes in the background would be taken for a dead one's."""
     removed = []
     for here, folders, files in os.walk(folder):
         for name in files + folders:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 from pathlib import Path
 
@@ -666,6 +667,9 @@ def test_half_written_files_a_killed_process_left_are_removed_when_the_folder_is
     mine = [run / ".notes.keep", run / ".vscode.settings"]
     mine[0].write_text("mine")
     mine[1].mkdir()
+    dead = subprocess.Popen(["true"])  # the killed process's lock: a pid that no longer runs
+    dead.wait()
+    (run / ".siftcli.lock").write_text(f"{dead.pid} {socket.gethostname()}")
     out = runner.invoke(app, ["train", recipe, "-q", "--resume", str(run)])
     assert out.exit_code == 0, out.output
     assert not any(f.exists() for f in left) and not (run / ".model.q8w7e6r5").exists()
