@@ -287,6 +287,8 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
     from siftcli.plan.view import screen_note
 
     command = "" if budget == DEFAULT_BUDGET else f" --budget {budget:g}"
+    if results and all(name.startswith(PRETRAINED) for name in results):
+        command = "".join(f" --regime {name}" for name in results) + command
     lines = [f"## {heading or title(budget)}", "",
              f"`python -m benchmarks plan-accuracy{command}` ({machine}). Each regime: the truth from every candidate "
              f"the plan considers trained beside the full baseline over {SEEDS} seeds of their own (paired difference to "
