@@ -326,6 +326,11 @@ def test_the_screen_ranks_by_the_validation_loss_and_a_whole_small_experiment_is
     assert t.signal_noise == pytest.approx(0.4 / 20 * math.sqrt(1.5))  # one row's pull on the mean loss, paired
     arms = ["target-only", "filter:fraction=0.5"]
     assert [c.arm for c in search.ranked(record, 1 / 8)] == arms  # by the loss, which accuracy's few rows turn around
+    from siftcli.plan.view import search_rows
+
+    shown = {row[0]: row for row in search_rows(record)}
+    assert shown["target-only"][6] == "-5.50 ± 2.45 (loss -0.110 ± 0.024)"  # what it was ranked by, beside accuracy
+    assert shown["target-only"][2] == "1.00 of its own, 12 steps (vs 0.12)"
     f.signal_gap = t.signal_gap = None  # a record written before the signal: ranked by accuracy
     assert [c.arm for c in search.ranked(record, 1 / 8)] == arms[::-1]
     # rung 2 (a quarter): target-only trained its whole schedule at the screen, so it is held there as it is, once

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from siftcli.plan.record import SHORT_JOB_SECONDS, Confirmation, PlanRecord
 from siftcli.report.tables import show_value
+from siftcli.tasks import METRICS
 
 #: The search table's columns, as :func:`search_rows` gives them (the terminal leaves out the family).
 SEARCH_COLUMNS = ("candidate", "family", "rung", "seconds", "validation", "baseline at that rung", "gap ± noise",
@@ -21,6 +22,7 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
     trains fewer steps by design shows the share of its own schedule it trained to match that baseline's steps; the
     time ratio is at that rung, the reference paid."""
     noise = "" if record.screen_noise is None else f"noise {record.screen_noise:.2f}"
+    counts = record.metric in METRICS and METRICS[record.metric].counts_correct  # ranked by the loss, not the metric
     rows = [["baseline", "everything", f"{record.screen_fidelity:.2f}", "", show_value(record.baseline_metric), "", noise, "1.00",
              f"the yardstick (a full run: {show_value(record.baseline_seconds, '{:.0f}')} s, {record.unit_source or 'not yet known'})"]]
     for c in record.candidates:
@@ -28,7 +30,7 @@ def search_rows(record: PlanRecord) -> list[list[str]]:
             rows.append([c.arm, c.family, "—", "—", "—", "—", "—", "—", c.outcome])
         for i, t in enumerate(c.trials):
             gap = "—" if t.gap is None else f"{t.gap:+.2f} ± {t.noise or 0.0:.2f}"
-            if t.signal_gap is not None and t.metric is not None and record.metric == "accuracy":
+            if t.signal_gap is not None and t.metric is not None and counts:  # the loss it was ranked by
                 gap += f" (loss {-t.signal_gap:+.3f} ± {t.signal_noise or 0.0:.3f})"
             rung = f"{t.fidelity:.2f}" if t.rung is None or t.rung == t.fidelity else \
                 f"{t.fidelity:.2f} of its own, {t.steps} steps (vs {t.rung:.2f})"
