@@ -19,7 +19,7 @@ from siftcli.plan.record import PlanRecord, load_record
 from siftcli.plan.settings import PlanSettings, decidable, eval_rows
 from siftcli.plan.strategies import strategies
 from siftcli.plan.study import DEFAULT_STUDY, PlanStudy
-from siftcli.plan.trials import MACHINE_ERRNOS, Trials
+from siftcli.plan.trials import Trials, machine_fault
 from siftcli.plan.verdict import conclude, write_recipe
 from siftcli.plan.view import plan_html
 from siftcli.plan.workers import join, spawn, threads
@@ -133,7 +133,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
                              resume_command=f"siftcli plan --resume {folder}") from None
     except (OSError, RunFault) as exc:
         join(helpers, stop=True)
-        if isinstance(exc, OSError) and exc.errno not in MACHINE_ERRNOS:
+        if not machine_fault(exc):
             raise
         record.status = "interrupted"
         try:  # on a full disk this may fail too: the record of the last finished job stands

@@ -165,15 +165,15 @@ def find(results: dict[int, Result], arm: str, fidelity: float, seed: int, split
                  and r.job.seed == seed and r.job.split == split), None)
 
 
+def rung_runs(results: dict[int, Result], seed: int, fidelity: float) -> list[Any]:
+    """The baseline's finished runs at ``fidelity``: the plan's seed's and the noise seed's, where each trained there."""
+    return [r.run for s in (seed, seed + NOISE_SEED)
+            if (r := find(results, "baseline", fidelity, s, "validation")) is not None and r.run]
+
+
 def rung_baselines(results: dict[int, Result], seed: int, fidelity: float) -> list[float]:
     """The baseline's validation metric at ``fidelity``, each seed that trained it there."""
-    out = []
-    for s in (seed, seed + NOISE_SEED):
-        r = find(results, "baseline", fidelity, s, "validation")
-        value = final_value(r.run) if r is not None and r.run else None
-        if value is not None:
-            out.append(value)
-    return out
+    return [v for run in rung_runs(results, seed, fidelity) if (v := final_value(run)) is not None]
 
 
 def noise_points(values: list[float], metric: Any, rows: int) -> float:
@@ -495,12 +495,11 @@ class HeldAgainst:
 
 def _rung(results: dict[int, Result], seed: int, fidelity: float, screen_values: list[float], metric: Any,
           rows: int) -> HeldAgainst:
-    here = rung_baselines(results, seed, fidelity)
+    runs = rung_runs(results, seed, fidelity)
+    here = [v for run in runs if (v := final_value(run)) is not None]
     b = find(results, "baseline", fidelity, seed, "validation")
     noise = noise_points(here if len(here) > 1 else screen_values, metric, rows) if (here or screen_values) else 0.0
     pairing = math.sqrt(1 + 1 / max(1, len(here)))  # the candidate's own noise beside the baselines' mean
-    runs = [r.run for s in (seed, seed + NOISE_SEED) if (r := find(results, "baseline", fidelity, s, "validation"))
-            is not None and r.run]
     signals = [v for run in runs if (v := signal_of(run, metric)) is not None]
     signal_noise = None
     if signals:

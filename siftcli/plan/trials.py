@@ -33,6 +33,12 @@ from siftcli.workload.build import Workload, build_workload
 MACHINE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
 
 
+def machine_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is the machine's failing (``MACHINE_ERRNOS``, or a run's checkpoint it could not write), not the
+    candidate's."""
+    return isinstance(exc, RunFault) or (isinstance(exc, OSError) and exc.errno in MACHINE_ERRNOS)
+
+
 def job_folder(root: Path, job: Job) -> Path:
     """``search/<arm>/fidelity<F>/seed<N>/`` for the search, ``confirm/seed<N>/<arm>/`` for the confirmation."""
     if job.split == "evaluation":
@@ -124,13 +130,9 @@ class Trials:
             run = cached_run(ctx, job.arm, job_folder(root, job), on_event)
         except RunInterrupted:  # Ctrl-C or SIGTERM inside training: the plan stops, resumable
             raise
-        except RunFault:  # the machine failed the run (a checkpoint on a full disk): the plan stops, resumable
-            raise
-        except OSError as exc:
-            if exc.errno in MACHINE_ERRNOS:  # the machine's fault, not the candidate's: the plan stops, resumable
-                raise
-            return Result(job, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc}")
         except Exception as exc:  # noqa: BLE001
+            if machine_fault(exc):  # a full disk is no evidence against the candidate: the plan stops, resumable
+                raise
             return Result(job, time.perf_counter() - t0, None, f"{type(exc).__name__}: {exc}")
         ctx.runs[job.arm] = run
         return Result(job, time.perf_counter() - t0, brief(run))

@@ -344,7 +344,9 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
     was_training = model.training
     model.eval()
     kind = TASKS[task]
-    total_loss, total_square, correct, count = 0.0, 0.0, 0, 0
+    counts = METRICS[kind.metric].counts_correct
+    sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss, its square, hits: read once, after the pass
+    count = 0
     try:
         for batch in loader:
             batch = {k: v.to(device) for k, v in batch.items()}
@@ -352,13 +354,15 @@ def evaluate(model: torch.nn.Module, loader: DataLoader, task: str, device: torc
             with autocast(device, precision):
                 logits = model(**batch).logits.float()
             per_row = loss_from_logits(logits, labels, kind.default_loss).double()
-            total_loss += float(per_row.sum())
-            total_square += float(per_row.square().sum())
+            sums[0] += per_row.sum()
+            sums[1] += per_row.square().sum()
+            if counts:
+                sums[2] += (logits.argmax(-1) == labels).sum()
             count += labels.shape[0]
-            if METRICS[kind.metric].counts_correct:
-                correct += int((logits.argmax(-1) == labels).sum())
     finally:
         model.train(was_training)
+    total_loss, total_square, hits = sums.tolist()
+    correct = int(hits)
     if parallel.active():
 
         total_loss, total_square, correct_sum, count_sum = sum_over_ranks(
