@@ -15,7 +15,7 @@ import siftcli.curate.pipeline as pipeline
 from siftcli.commands import _filter_in_memory, run_filter
 from siftcli.curate import dedup
 from siftcli.curate.engines import Engine
-from siftcli.curate.tokens import from_sequences, from_texts, markers, strip_markers
+from siftcli.curate.tokens import backend, from_sequences, from_texts, markers, strip_markers
 from siftcli.errors import SiftcliError
 from siftcli.recipe.schema import validate_recipe
 from siftcli.workload.models import load_tokenizer
@@ -239,6 +239,42 @@ def test_texts_tokenize_as_training_does_and_the_markers_come_off() -> None:
     head, tail = markers(tok)
     bare = strip_markers(tokens, head, tail)
     assert [bare.row(i).tolist() for i in range(3)] == [t[1:-1] for t in tok(texts, truncation=True, max_length=16)["input_ids"]]
+
+
+def test_a_bert_tokenizer_run_a_word_at_a_time_gives_the_whole_tokenizers_ids_on_awkward_rows() -> None:
+    """The word-at-a-time path (what makes tokenizing a million rows cheap) must give exactly the ids the whole
+    tokenizer gives, or the kept rows change: rows it takes (truncated or not, repeated words, punctuation, long words
+    that become [UNK], tabs and newlines) and rows it hands to the whole tokenizer (accents, CJK, control characters
+    that are whitespace to Python but removed by BERT, a literal [MASK]) interleaved in one call."""
+    from siftcli.curate.tokens import word_plan
+
+    tok = load_tokenizer("builtin:minilm")
+    rust = backend(tok, 12)
+    assert word_plan(rust) is not None
+    texts = ["a fine film", "", "   ", "an awful, awful movie " * 10, "Don't!!! (really)...", "x" * 120 + " ok",
+             "tab\there\nnew line\r", "café au lait", "東京 tower", "split\x0bby vt", "a\x1fb", "say [MASK] now",
+             "[CLS]", "unbelievably-hyphenated re-release", "a fine film", "UPPER lower MiXeD 12,345.67"]
+    for length in (2, 3, 12, 128):
+        got = from_texts(tok, texts, length)
+        want = tok(texts, truncation=True, max_length=length)["input_ids"]
+        assert [got.row(i).tolist() for i in range(len(texts))] == want, length
+    for few in ([], ["café"], [""], ["one"]):  # none taken a word at a time, or only those
+        assert [r.tolist() for r in map(from_texts(tok, few, 12).row, range(len(few)))] == \
+            (tok(few, truncation=True, max_length=12)["input_ids"] if few else [])
+    assert word_plan(backend(tok, 12)) is word_plan(rust)
+
+
+def test_a_tokenizer_that_is_not_bert_shaped_is_run_whole() -> None:
+    """A byte-level BPE tokenizer keeps the space inside its tokens: the word-at-a-time path would be wrong there, so
+    it is never taken (the whole tokenizer's ids come back)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from siftcli.curate.tokens import word_plan
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel()
+    assert word_plan(bpe) is None
+    assert word_plan(backend(load_tokenizer("builtin:minilm"), 8)) is not None
 
 
 def test_engine_options_are_checked_in_one_line() -> None:
