@@ -184,6 +184,56 @@ def test_the_confirmation_stops_a_clear_win_at_three_seeds_a_clear_loser_at_two_
     assert sequential([0.4, -0.9, 0.6], [5], 1.0)[1] == ""  # not yet: another seed
 
 
+def test_a_runner_up_the_search_could_not_tell_from_its_best_is_confirmed_beside_it_on_the_same_baselines() -> None:
+    """A tie at the last rung is broken by the predicted time, which says nothing of accuracy: the tied runner-up is
+    confirmed too, on the same seeds' baselines (one baseline job a seed), each at half the error; the answer is the
+    objective's on the confirmed means (the best, the fastest within the tolerance of it). A runner-up beyond the
+    noise of the best is not confirmed."""
+    from siftcli.plan import confirm, search
+    from siftcli.plan.record import Candidate, Trial
+    from siftcli.plan.study import Job, Result
+    from siftcli.tasks import metric
+
+    def cand(arm: str, family: str, gap: float, ratio: float, fraction: float) -> Candidate:
+        t = Trial(arm, 1 / 4, 1.0, 0.8, 0.8, ratio, "complete", gap=gap, noise=1.0, predicted_ratio=ratio,
+                  signal_gap=gap / 100, signal_noise=0.01)
+        return Candidate(arm, family, "", fraction, trials=[t])
+
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, screen_fidelity=1 / 4,
+                        candidates=[cand("filter:fraction=0.25", "filter", +0.5, 0.20, 0.25),
+                                    cand("target-only", "target-only", +0.6, 0.30, 1 / 3),
+                                    cand("sifted", "online", -1.5, 0.45, None)])
+    assert [c.arm for c in search.contenders(record)] == ["filter:fraction=0.25", "target-only"]  # tied: cheaper first
+    assert search.winner(record).arm == "filter:fraction=0.25"
+    record.candidates[1].trials[0].signal_gap = 0.04  # beyond two noises of the best: not confirmed beside it
+    assert [c.arm for c in search.contenders(record)] == ["target-only"]
+    record.candidates[1].trials[0].signal_gap = 0.006
+    picks = search.contenders(record)
+    first, second = search.confirm_phases(0)
+    assert confirm.seed_jobs(picks, 0, 11, baseline=True) == [Job(first, "baseline", 1.0, 11, "evaluation")]
+    assert [j.arm for j in confirm.seed_jobs(picks, 0, 11, baseline=False)] == [
+        "filter:fraction=0.25", "random-subset:fraction=0.25", "target-only", "random-subset:fraction=0.3333"]
+    # two tested together spend half the error each: a difference one pick alone confirms is open for two
+    diffs = [1.2, 0.1, 0.9, 0.4]
+    alone, both = confirm.sequential(diffs, [5], 1.0), confirm.sequential(diffs, [5], 1.0, tested=2)
+    assert [k.alpha for k in both[0]] == pytest.approx([k.alpha / 2 for k in alone[0][:len(both[0])]])
+    assert both[0][-1].low < alone[0][len(both[0]) - 1].low
+    # the verdict on two confirmed picks: the best, unless a faster one is within the tolerance of it
+    acc = metric("accuracy")
+    results: dict = {}
+    for seed in (1, 2, 3):
+        for arm, value, seconds in (("baseline", 0.80, 10.0), ("filter:fraction=0.25", 0.80, 2.0),
+                                    ("target-only", 0.85, 3.0)):
+            results[len(results)] = Result(Job(8, arm, 1.0, seed, "evaluation"), seconds, {
+                "metric": "accuracy", "final": {"accuracy": value + 0.001 * seed * (arm != "baseline")},
+                "train_seconds": seconds})
+    record.confirmations = [confirm.confirmation(c, [1, 2, 3, 4, 5], results, acc, 1.0, [5], 2) for c in picks]
+    assert [c.stopped for c in record.confirmations] == ["within", "within"]
+    conclude(record)
+    assert record.pick == "target-only"  # +5 points against +0: beyond the tolerance of the faster filter
+    assert "beside it, filter:fraction=0.25: +0.20" in record.answer
+
+
 def test_a_confirmation_stops_once_two_seeds_show_the_pick_is_not_faster() -> None:
     """A close call would take every seed; a pick that took over 0.95 of its baseline's time on each of two seeds cannot
     pay whatever its accuracy, so the seeds stop there."""

@@ -63,14 +63,24 @@ def _data() -> Any:
     return data
 
 
-def _teacher() -> None:
+def _teacher(recipe: str = "teacher-model.yaml", folder: str = "plan-teacher-model") -> None:
+    """The teacher of a distillation regime, trained once into ``runs/<folder>`` by its own recipe."""
     from siftcli.commands import run_train
     from siftcli.recipe.reader import load_recipe
 
+    if not (ROOT / "runs" / folder / "model" / "config.json").exists():
+        run_train(load_recipe(ROOT / "recipes" / "benchmarks" / "plan" / recipe), output=str(ROOT / "runs" / folder))
+
+
+def _scratch_teacher() -> None:
     _data().agnews_mix(1000)
-    if not (ROOT / "runs" / "plan-teacher-model" / "model" / "config.json").exists():
-        run_train(load_recipe(ROOT / "recipes" / "benchmarks" / "plan" / "teacher-model.yaml"),
-                  output=str(ROOT / "runs" / "plan-teacher-model"))
+    _teacher()
+
+
+def _pretrained_teacher() -> None:
+    _data().agnews_mix(1000, evaluation=1000)
+    _data().agnews_mix(400, evaluation=1000)
+    _teacher("pretrained-teacher-model.yaml", "plan-pretrained-teacher-model")
 
 
 REGIMES = {
@@ -82,7 +92,7 @@ REGIMES = {
                       lambda: _data().agnews_mix(1500)),
     "clean": Regime("clean.yaml", "everything (a short schedule on clean data)", lambda: _data().agnews_mix(1200)),
     "long": Regime("long.yaml", "fewer epochs (a long schedule)", lambda: _data().agnews_mix(600)),
-    "teacher": Regime("teacher.yaml", "teacher-cache (distillation, the teacher on every step)", _teacher),
+    "teacher": Regime("teacher.yaml", "teacher-cache (distillation, the teacher on every step)", _scratch_teacher),
     "compose": Regime("compose.yaml", "dedup+filter (near-copies and off-target rows)",
                       lambda: _data().agnews_mix(300, 40, 6, 600, 300)),
     "pretrained-relevance": Regime("pretrained-relevance.yaml", "filter or target-only on a pretrained fine-tune "
@@ -90,6 +100,15 @@ REGIMES = {
                                    lambda: _data().agnews_mix(200, off_target=400, holdout=300, evaluation=1000)),
     "pretrained-noise": Regime("pretrained-noise.yaml", "filter on a pretrained fine-tune (MiniLM; 40% of each topic's "
                                "labels moved to the next topic)", lambda: _data().structured_noise(600, 0.4, 300, 1000)),
+    "pretrained-clean": Regime("pretrained-clean.yaml", "everything on a pretrained fine-tune (MiniLM; clean, distinct "
+                               "rows, 3 epochs)", lambda: _data().agnews_mix(500, evaluation=1000)),
+    "pretrained-redundancy": Regime("pretrained-redundancy.yaml", "dedup on a pretrained fine-tune (MiniLM; 25 texts "
+                                    "8 times each as near-copies beside 150, 6 epochs)",
+                                    lambda: _data().agnews_mix(150, 25, 8, evaluation=1000)),
+    "pretrained-long": Regime("pretrained-long.yaml", "fewer epochs on a pretrained fine-tune (MiniLM; 12 epochs of "
+                              "150 texts)", lambda: _data().agnews_mix(150, evaluation=1000)),
+    "pretrained-teacher": Regime("pretrained-teacher.yaml", "teacher-cache on a pretrained fine-tune (MiniLM distilled "
+                                 "from a fine-tuned MiniLM)", _pretrained_teacher),
 }
 
 
@@ -320,8 +339,8 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
         d, w = plan["search_seconds"] / unit, (plan["search_seconds"] + plan["confirm_seconds"]) / unit
         deciding.append(d)
         whole.append(w)
-        conf = plan["confirmations"][0] if plan["confirmations"] else None
-        seeds_cell = "—" if conf is None else f"{len(conf['seeds'])} ({conf['stopped'] or 'running'})"
+        seeds_cell = ", ".join(f"{len(c['seeds'])} ({c['stopped'] or 'running'})" + (f" `{c['arm']}`" if len(
+            plan["confirmations"]) > 1 else "") for c in plan["confirmations"]) or "—"  # a tie confirmed beside its best
         mine = next((r for r in rows if r.arm == plan["pick"]), None)
         blind = plan["answer"].startswith("train on everything, undecided")
         sig, met, pairs = screen_agreement(plan, rows)

@@ -68,12 +68,14 @@ def look(diffs: list[float], alpha: float, tolerance: float) -> Look:
     return Look(n, alpha, mean, low, high, says)
 
 
-def sequential(diffs: list[float], horizons: list[int], tolerance: float) -> tuple[list[Look], str]:
+def sequential(diffs: list[float], horizons: list[int], tolerance: float, tested: int = 1) -> tuple[list[Look], str]:
     """Every look over the seeds so far, and why the seeds stop ("" while they go on): the first look that is not open
-    decides; at the last seed the horizon allows, an open look is inconclusive."""
+    decides; at the last seed the horizon allows, an open look is inconclusive. ``tested``: how many candidates the
+    confirmation holds against the baseline at once; each spends that share of the error (a union bound again), so the
+    chance that any of them is confirmed while losing more than the tolerance stays within it."""
     looks = []
     for n in range(2, len(diffs) + 1):
-        seen = look(diffs[:n], look_alpha(n, horizons), tolerance)
+        seen = look(diffs[:n], look_alpha(n, horizons) / max(1, tested), tolerance)
         looks.append(seen)
         if seen.says != "open":
             return looks, seen.says
@@ -96,18 +98,21 @@ def random_subset(c: Candidate) -> str | None:
     return None
 
 
-def seed_jobs(c: Candidate, k: int, seed: int, baseline: bool) -> list[Job]:
-    """The ``k``-th confirming seed's baseline (``baseline``), or the pick and its random subset."""
+def seed_jobs(picks: list[Candidate], k: int, seed: int, baseline: bool) -> list[Job]:
+    """The ``k``-th confirming seed's baseline (``baseline``), or the picks still being confirmed and their random
+    subsets (one job for a random subset two picks share)."""
     first, second = confirm_phases(k)
     if baseline:
         return [Job(first, "baseline", 1.0, seed, "evaluation")]
-    return [Job(second, arm, 1.0, seed, "evaluation") for arm in filter(None, (c.arm, random_subset(c)))]
+    arms = dict.fromkeys(arm for c in picks for arm in filter(None, (c.arm, random_subset(c))))
+    return [Job(second, arm, 1.0, seed, "evaluation") for arm in arms]
 
 
 def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], metric: Any, tolerance: float,
-                 horizons: list[int]) -> Confirmation:
+                 horizons: list[int], tested: int = 1) -> Confirmation:
     """The candidate's paired differences against the baseline (and its random subset) over the seeds trained so far,
-    the looks, and why the seeds stopped."""
+    the looks (at its share of the error where ``tested`` candidates are confirmed together), and why the seeds
+    stopped."""
     def run(arm: str, s: int) -> RunMetrics | None:
         r = find(results, arm, 1.0, s, "evaluation")
         return r.run if r is not None else None
@@ -124,7 +129,7 @@ def confirmation(c: Candidate, seeds: list[int], results: dict[int, Result], met
     pick = [final_value(run(c.arm, s)) if run(c.arm, s) else None for s in trained]  # type: ignore[arg-type]
     base = [final_value(run("baseline", s)) if run("baseline", s) else None for s in trained]  # type: ignore[arg-type]
     failed = len(ok) < len(trained)
-    looks, stopped = sequential(versus[0].values, horizons, tolerance) if not failed else ([], "failed")
+    looks, stopped = sequential(versus[0].values, horizons, tolerance, tested) if not failed else ([], "failed")
     if stopped in ("", "inconclusive") and len(ratios) >= 2 and min(ratios) > FASTER:
         stopped = "slower"  # every seed took over FASTER of its baseline's time: whatever its accuracy, it cannot pay
     return Confirmation(c.arm, trained, pick, base, ratio, sum(cost(a) for a in opponents[1:] + [c.arm]), versus,

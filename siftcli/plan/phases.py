@@ -54,22 +54,29 @@ class Plan:
         searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
         record.search_seconds = searching.spent(done, searching.is_search, extra)
         record.confirm_seconds = searching.spent(done, lambda phase: not searching.is_search(phase), {})
-        pick = self.pick(done)
-        if pick is not None:
-            pick.outcome = "the search's pick"
-        record.confirmations = [] if pick is None or not any(
-            r.job.arm == pick.arm and r.job.split == "evaluation" for r in done.values()) else [
-            confirming.confirmation(pick, self.confirm_seeds, done, self.metric, record.tolerance, record.horizons)]
+        picks = self.picks(done)
+        for i, pick in enumerate(picks):
+            pick.outcome = "the search's pick" if not i else "the search's pick's tie, confirmed beside it"
+        record.confirmations = [
+            confirming.confirmation(pick, self.confirm_seeds, done, self.metric, record.tolerance, record.horizons,
+                                    len(picks))
+            for pick in picks if any(r.job.arm == pick.arm and r.job.split == "evaluation" for r in done.values())]
         return done, pending
 
-    def pick(self, done: dict[int, Result]) -> Candidate | None:
-        """The search's pick, once the search has finished (the same on every process: a rule on the finished jobs
-        ``done``, of the record :meth:`refresh` filled from them)."""
+    def picks(self, done: dict[int, Result]) -> list[Candidate]:
+        """The search's picks (its best and a runner-up tied with it: :func:`~siftcli.plan.search.contenders`), once
+        the search has finished (the same on every process: a rule on the finished jobs ``done``, of the record
+        :meth:`refresh` filled from them)."""
         if self.study.phases_queued() <= searching.PROMOTING:
-            return None
+            return []
         if not all(i in done for i, j in enumerate(self.study.jobs()) if searching.is_search(j.phase)):
-            return None
-        return searching.winner(self.record)
+            return []
+        return searching.contenders(self.record)
+
+    def open_picks(self, done: dict[int, Result]) -> list[Candidate]:
+        """The picks whose confirming seeds go on: not yet trained, or trained and not stopped."""
+        stopped = {c.arm for c in self.record.confirmations if c.stopped}
+        return [c for c in self.picks(done) if c.arm not in stopped]
 
     def settled(self, phase: int) -> bool:
         """Whether the plan has no more jobs from ``phase`` on: the search found nothing to confirm, or the confirmation's
@@ -77,11 +84,10 @@ class Plan:
         if searching.is_search(phase) or (phase - searching.CONFIRMING) % 2:
             return False
         done, _ = self.refresh()
-        if self.pick(done) is None:
+        if not self.picks(done):
             return True
         k = (phase - searching.CONFIRMING) // 2
-        conf = self.record.confirmations[0] if self.record.confirmations else None
-        return k >= self.record.seeds or (conf is not None and conf.stopped != "")
+        return k >= self.record.seeds or not self.open_picks(done)
 
     def left(self) -> float | None:
         """Seconds left in the search's budget, as its phases were decided (negative: over it; None until the screen's
@@ -145,9 +151,9 @@ class Plan:
             arms = {c.arm: c for c in record.candidates}
             jobs = [searching.promotion_job(arms[arm], record, seed) for arm in extra.get("promoted", [])]
             return [j for j in jobs if j is not None], {}
-        pick = self.pick(done)
+        picks = self.open_picks(done)
         k, pick_phase = divmod(phase - searching.CONFIRMING, 2)
-        return (confirming.seed_jobs(pick, k, self.confirm_seeds[k], baseline=not pick_phase) if pick else []), {}
+        return (confirming.seed_jobs(picks, k, self.confirm_seeds[k], baseline=not pick_phase) if picks else []), {}
 
     def work(self, after_job: Callable[[], None] = lambda: None) -> None:
         """Take and train jobs phase by phase until the confirmation's seeds stop: what every process of a plan runs."""

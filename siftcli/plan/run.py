@@ -159,7 +159,7 @@ def _extend(record: PlanRecord, seeds: int, folder: str) -> None:
         raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the plan confirms up to {record.seeds} seeds already; "
                            f"give more (at most 50) to extend it, or leave --seeds out to resume it as it was")
     decided = [c for c in record.confirmations if c.stopped in ("within", "worse", "slower", "failed")]
-    if decided:
+    if decided and len(decided) == len(record.confirmations):
         raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the confirmation already stopped ({decided[0].arm}: "
                            f"{decided[0].stopped} after {len(decided[0].seeds)} seeds); more seeds would not change it")
     if record.status == "completed" and not record.confirmations:

@@ -6,7 +6,7 @@ on the validation half) beside two baselines at a small share of the schedule wh
 candidate trained to as many optimizer steps as that baseline (a subset over a larger share of its own schedule,
 ``STEP_MATCHED``); promotes the best families by their paired gap to that baseline on a continuous signal (the
 validation loss for accuracy: :func:`signal_of`; ties, gaps within the noise, broken by the predicted time) to a second
-rung when more than one is left; and hands the winner to the confirmation
+rung when more than one is left; and hands the winner (with a runner-up it could not tell from it) to the confirmation
 (:mod:`siftcli.plan.confirm`), which trains at the full schedule on fresh seeds. A family is dropped only when its gap
 is beyond the tolerance *and* its noise, so a rung too short to tell two families apart keeps both.
 
@@ -76,6 +76,9 @@ NOISE_SEED = 1000
 PROMOTE = 3
 #: Gaps within this many standard errors of the noise count as ties (ranked by predicted time) or as not yet worse.
 Z = 2.0
+#: At most this many families are confirmed together: the search's best and the runner-up its last rung could not tell
+#: from it (:func:`contenders`); each is tested at this share's part of the confirmation's error.
+CONFIRM_TIED = 2
 #: Faster means at most this share of the baseline's time: a saving within a run's timing noise (a dedup of a pool
 #: with hardly any near-copies, 0.99 of the time) is no reason to change a recipe.
 FASTER = 0.95
@@ -254,21 +257,41 @@ def promoted(record: PlanRecord) -> list[Candidate]:
     return families[:min(PROMOTE, max(1, math.ceil(len(families) / 2)))] if len(families) > 1 else []
 
 
-def winner(record: PlanRecord) -> Candidate | None:
+def contenders(record: PlanRecord) -> list[Candidate]:
     """What the search hands to the confirmation: the best family at rung 2, or, where rung 2 left none (or did not
-    run), the best at the screen of the families rung 2 did not try; none when every family was dropped on evidence
-    or none said anything (a trial too short to tell is no reason to spend a confirmation on it), and none predicted
-    slower than an exact candidate (:func:`exact_pick`: the baseline's results at its time). A gap below the tolerance
-    but within its noise is not evidence against a family: the confirmation, at the full schedule, decides."""
+    run), the best at the screen of the families rung 2 did not try; and beside it the runner-up the rung could not
+    tell from it (its signal within ``Z`` noises of the best), up to ``CONFIRM_TIED`` in all. A tie is broken by the
+    predicted time, which says nothing of accuracy: confirming the cheaper one alone turned a right answer into
+    "train on everything" when it was inconclusive (pretrained-relevance: the quarter n-gram filter tied with
+    target-only at the screen and confirmed neither way over 5 seeds, where target-only was the truth). Tied
+    candidates share the confirmation's baselines, so the second costs its own runs only. None when every family was
+    dropped on evidence or none said anything (a trial too short to tell is no reason to spend a confirmation on it),
+    and none predicted slower than an exact candidate (:func:`exact_pick`: the baseline's results at its time). A gap
+    below the tolerance but within its noise is not evidence against a family: the confirmation, at the full schedule,
+    decides."""
     promotion, unit, exact = record.promotion_fidelity, record.baseline_seconds or 0.0, exact_pick(record)
     bar = full_time(exact, unit) if exact is not None else math.inf  # the exact one is as good as the baseline, and
     best = [c for c in ranked(record, promotion, evidence=True) if full_time(c, unit) < bar]  # a slower pick loses to it
-    if best:
-        return best[0]
-    tried = {c.family for c in record.candidates if trial_at(c, promotion) is not None}
-    rest = [c for c in ranked(record, record.screen_fidelity, evidence=True)
-            if c.family not in tried and full_time(c, unit) < bar]
-    return rest[0] if rest else None
+    rung = promotion
+    if not best:
+        tried = {c.family for c in record.candidates if trial_at(c, promotion) is not None}
+        best = [c for c in ranked(record, record.screen_fidelity, evidence=True)
+                if c.family not in tried and full_time(c, unit) < bar]
+        rung = record.screen_fidelity
+    if not best:
+        return []
+    signals = [ranking(trial_at(c, rung)) for c in best]  # type: ignore[arg-type]
+    top = max(value for value, _ in signals)
+    tied = 1
+    while tied < min(CONFIRM_TIED, len(best)) and signals[tied][0] >= top - Z * signals[tied][1]:
+        tied += 1
+    return best[:tied]
+
+
+def winner(record: PlanRecord) -> Candidate | None:
+    """The first of the :func:`contenders` (the one the search ranks first), or None."""
+    found = contenders(record)
+    return found[0] if found else None
 
 
 def exact_pick(record: PlanRecord) -> Candidate | None:

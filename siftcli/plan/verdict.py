@@ -10,7 +10,7 @@ from siftcli.arms.table import arm_row
 from siftcli.plan import confirm as confirming
 from siftcli.plan import costs
 from siftcli.plan import search as searching
-from siftcli.plan.record import PlanRecord
+from siftcli.plan.record import Confirmation, PlanRecord
 from siftcli.plan.strategies import online_recipe
 from siftcli.plan.view import screen_note
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def conclude(record: PlanRecord) -> None:
     """The confirmed pick when it is faster, or training on everything, with why; its cost, and after how many runs the
     plan pays."""
-    ok = [c for c in record.confirmations if c.within_tolerance and c.time_ratio <= searching.FASTER]
+    ok = chosen(record)
     cost = record.search_seconds + record.confirm_seconds
     exact = searching.exact_pick(record)
     unit = record.baseline_seconds or 0.0
@@ -68,11 +68,29 @@ def conclude(record: PlanRecord) -> None:
     record.answer = (f"{family}: {best.arm} at {best.time_ratio:.2f} of the baseline's time, "
                      f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it, confirmed after "
                      f"{len(best.seeds)} seeds")
+    others = [c for c in record.confirmations if c is not best]
+    if others:  # a tie confirmed beside it: what it found too
+        record.answer += " (beside it, " + "; ".join(_confirmed(c) for c in others) + ")"
+
+
+def chosen(record: PlanRecord) -> list[Confirmation]:
+    """The confirmed picks that pay (within the tolerance, faster), the answer first: the plan's own objective (the
+    truths' too) on the confirmation's paired means: the best against the baseline, and among those within the
+    tolerance of it, the fastest."""
+    ok = [c for c in record.confirmations if c.within_tolerance and c.time_ratio <= searching.FASTER]
+    if len(ok) < 2:
+        return ok
+    top = max(c.versus[0].mean for c in ok)
+    near = sorted((c for c in ok if c.versus[0].mean >= top - record.tolerance), key=lambda c: c.time_ratio)
+    return near + sorted((c for c in ok if c not in near), key=lambda c: -c.versus[0].mean)
 
 
 def confirmed_line(record: PlanRecord) -> str:
-    """What the confirmation found, in a line."""
-    c = record.confirmations[0]
+    """What the confirmation found, in a line (each pick's, where a tie was confirmed beside the best)."""
+    return "the confirmation found " + "; ".join(_confirmed(c) for c in record.confirmations)
+
+
+def _confirmed(c: Confirmation) -> str:
     v = c.versus[0]
     said = (f"{c.arm}: {v.mean:+.2f} ± {v.se:.2f} points over {v.n} seeds at {c.time_ratio:.2f} of the time"
             if v.n else f"{c.arm}: no paired seed")
@@ -82,7 +100,7 @@ def confirmed_line(record: PlanRecord) -> str:
                      f"{searching.FASTER:g})"}.get(
         c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "
                    f"`siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds")
-    return f"the confirmation found {said}, {why}"
+    return f"{said}, {why}"
 
 
 def write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) -> None:
