@@ -142,16 +142,16 @@ def word_plan(rust: Any) -> WordPlan | None:
 
 def _by_words(rust: Any, plan: WordPlan, texts: list[str], max_length: int) -> Tokens:
     """Rows of a BERT-shaped tokenizer assembled from their words' ids (:func:`word_plan`): the same ids as the whole
-    tokenizer (``tests/test_curate_tokens.py`` holds them equal), rows it cannot take so encoded whole."""
+    tokenizer (``tests/test_curate.py`` holds them equal), rows it cannot take so encoded whole."""
     n = len(texts)
     search = plan.unsafe.search
     other = [i for i, t in enumerate(texts) if search(t) is not None]
     taken = set(other)
     safe = texts if not other else [t for i, t in enumerate(texts) if i not in taken]
-    # one split of all rows joined by a word no row holds (a NUL: not printable) is a third of the time of a split each
     if not safe:
         encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
         return from_sequences([e.ids for e in encode(texts)])
+    # one split of all rows joined by a word no row holds (a NUL: not printable) is a third of the time of a split each
     words = f" {ROW_END} ".join(safe).split()
     words.append(ROW_END)
     distinct_words = list(dict.fromkeys(words))
