@@ -270,6 +270,32 @@ def test_the_sequential_rule_keeps_its_error_rate_where_the_pick_is_exactly_at_t
         diffs = [-1.0 + rng.gauss(0, 1.5) for _ in range(5)]
         wrong += sequential(diffs, [5], 1.0)[1] == "within"
     assert wrong / 2000 <= 0.05
+    # two picks at the edge confirmed together, each at half the error: either one confirmed in at most 5% of plans
+    either = 0
+    for _ in range(2000):
+        pair = [[-1.0 + rng.gauss(0, 1.5) for _ in range(5)] for _ in range(2)]
+        either += any(sequential(d, [5], 1.0, tested=2)[1] == "within" for d in pair)
+    assert either / 2000 <= 0.05
+
+
+def test_the_confirming_bound_is_one_sided() -> None:
+    """Only a pick that loses more than the tolerance is an error, so each look spends its whole alpha below: a subset
+    5 seeds at +9.2 ± 2.8 points (the relevance regime's ``target-only``) is confirmed, where
+    the two-sided interval left it inconclusive."""
+    import statistics
+
+    from scipy.stats import t
+
+    from siftcli.plan.confirm import look_alpha, sequential
+
+    diffs = [2.0, 16.0, 4.0, 15.0, 9.0]  # +9.2 ± 2.8
+    looks, stopped = sequential(diffs, [5], 1.0)
+    assert stopped == "within"
+    last = looks[-1]
+    se = statistics.stdev(diffs[:last.n]) / last.n ** 0.5
+    assert last.low == pytest.approx(statistics.fmean(diffs[:last.n]) - t.ppf(1 - look_alpha(last.n, [5]), last.n - 1) * se)
+    two_sided = statistics.fmean(diffs) - t.ppf(1 - look_alpha(5, [5]) / 2, 4) * statistics.stdev(diffs) / 5 ** 0.5
+    assert two_sided < -1.0  # what the earlier rule said at its last look: open, so inconclusive
 
 
 def test_a_family_leaves_the_search_only_beyond_the_tolerance_and_its_noise_and_ties_go_to_the_cheaper() -> None:
@@ -403,10 +429,19 @@ def test_the_search_falls_back_to_the_screens_families_and_an_exact_candidate_ne
         t = Trial(arm, fidelity, 1.0, 0.8, 0.8, ratio, "complete", gap=gap, noise=1.0, predicted_ratio=ratio)
         return Candidate(arm, family, "", 1.0, trials=[t], exact=exact)
 
+    # the teacher's forwards were a third of the baseline's first job: caching saves them on 3 of 4 epochs
+    first = {"train_seconds": 9.0, "phases": {"teacher": 3.0}, "teacher": {"cached": False}}
+    assert costs.teacher_share(first) == pytest.approx(1 / 3)
+    assert costs.teacher_share({**first, "teacher": {"cached": True}}) is None and costs.teacher_share({"train_seconds": 9.0}) is None
+    saving = costs.teacher_saving(1 / 3, 4)
+    assert saving == pytest.approx(0.25)
+    cache = Candidate("cache", "teacher-cache", "", 1.0, extra_cost=-saving, exact=True)  # never trained: priced
     record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, promotion_fidelity=1 / 3,
                         candidates=[cand("train-less", "fewer-epochs", 1 / 3, -40.0, 0.35),  # dropped at rung 2
-                                    cand("online", "online", 1 / 8, +0.5, 0.60),
-                                    cand("cache", "teacher-cache", 1 / 8, 0.0, 0.75, exact=True)])
+                                    cand("online", "online", 1 / 8, +0.5, 0.60), cache])
+    assert search.exact_pick(record) is None  # the saving not measured on the baseline yet: a guess is no answer
+    record.teacher_share = 1 / 3
+    assert search.exact_pick(record) is cache and costs.full_time(cache, 100.0) == pytest.approx(75.0)
     assert search.winner(record).arm == "online"  # rung 2 left none: the screen's best of the families it did not try
     record.candidates[1].trials[0].predicted_ratio = 0.8  # slower than the exact cache (0.75, the baseline's results):
     assert search.winner(record) is None  # no confirmation can make it the better answer

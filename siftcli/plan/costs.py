@@ -67,9 +67,13 @@ STRUCTURAL_FAMILIES = ("fewer-epochs", "filter", "dedup", "dedup+filter", "targe
 def full_time(candidate: Candidate, unit: float) -> float:
     """Its predicted full-schedule seconds, the reference paid (what ties are broken by and what must beat the unit):
     for a :func:`structural` candidate its share of the baseline's training plus its measured work before training;
-    else the highest rung's time ratio scaled to the whole schedule, or before any rung its shares of a run."""
+    for an exact one (the teacher cache) the baseline's training less what it saves, measured on the baseline's own
+    job (:func:`teacher_saving`); else the highest rung's time ratio scaled to the whole schedule, or before any rung
+    its shares of a run."""
     if structural(candidate):
         return unit * (steps_share(candidate) + candidate.fixed_cost + candidate.upfront_cost)
+    if candidate.exact:  # the baseline's training less what it saves (the teacher's forwards after the first epoch)
+        return unit * (steps_share(candidate) + candidate.extra_cost + candidate.fixed_cost + candidate.upfront_cost)
     ran = [t for t in candidate.trials if t.status == "complete" and t.predicted_ratio is not None]
     if ran:
         return unit * ran[-1].predicted_ratio  # type: ignore[operator]
@@ -155,3 +159,18 @@ def measure(candidates: list[Candidate], derive: Callable[[str], tuple[list[int]
                 pools[c.arm] = len(subset) / max(1, n)
             upfront[c.arm] = seconds / unit if unit > 0 else 0.0
     return pools, fixed, upfront
+
+
+def teacher_share(run: RunMetrics) -> float | None:
+    """The share of a distilling run's paid seconds its teacher's forwards took (None: no teacher, or one cached
+    already): measured on the baseline's own job, it prices the teacher cache without training it."""
+    teacher = (run.get("phases") or {}).get("teacher")
+    if not run.get("teacher") or (run.get("teacher") or {}).get("cached") or teacher is None:
+        return None
+    paid = paid_seconds(run)
+    return float(teacher) / paid if paid > 0 else None
+
+
+def teacher_saving(share: float, epochs: float) -> float:
+    """What caching the teacher saves, in runs of the baseline: its forwards on every epoch after the first."""
+    return share * (1 - 1 / max(1.0, epochs))

@@ -150,6 +150,8 @@ class PlanRecord:
     promotion_fidelity: float | None = None  # rung 2's share (None: no rung 2, the screen was too close to a full run)
     probes: list[list[float]] = field(default_factory=list)  # [share of the schedule, validation metric] per probe
     screen_learned: bool = True  # the screen's baseline left the untrained level (else its gaps are no evidence)
+    teacher_share: float | None = None  # of the baseline's paid seconds, its teacher's forwards (first probe): what the
+    #                                     teacher cache saves after the first epoch, priced from structure
     horizons: list[int] = field(default_factory=list)  # --seeds at the start, then each extension
     validation_rows: int = 0
     evaluation_rows: int = 0
