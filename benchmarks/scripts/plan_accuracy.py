@@ -354,11 +354,11 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
                      f"{'yes' if agrees else 'no'} | {'yes' if harmful else 'no'} | {d:.2f} | {w:.2f} | {seeds_cell} | "
                      f"{order_cell} |")
     if counted:
-        lines += ["", f"Decision accuracy: **{right} of {counted}** regimes ({100 * right / counted:.0f}%); picks worse than "
+        lines += ["", f"Decision accuracy: **{right} of {counted} right** ({100 * right / counted:.0f}%); picks worse than "
                       f"the tolerance: {harmful_n}; undecided (no evidence, 'train on everything'): {undecided}, right "
-                      f"by default where the truth is everything; deciding cost {min(deciding):.2f} to {max(deciding):.2f} baseline runs "
-                      f"(mean {statistics.fmean(deciding):.2f}); whole cost {min(whole):.2f} to {max(whole):.2f} "
-                      f"(mean {statistics.fmean(whole):.2f})."
+                      f"by default where the truth is everything; deciding cost {min(deciding):.2f} to {max(deciding):.2f} "
+                      f"baseline runs (median {statistics.median(deciding):.2f}); whole cost {min(whole):.2f} to "
+                      f"{max(whole):.2f} (median {statistics.median(whole):.2f})."
                       + (f" The screen's order agreed with the truth's in {by_signal:g} of {all_pairs:g} pairs by the "
                          f"validation loss and {by_metric:g} by accuracy." if all_pairs else ""), ""]
     for name, (rows, seeds, plan) in results.items():
