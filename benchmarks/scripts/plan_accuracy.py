@@ -328,6 +328,10 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
     deciding, whole = [], []
     for name, (rows, seeds, plan) in results.items():
         truth = best(rows, 1.0)
+        if len(seeds) < SEEDS:  # a truth not (yet) measured whole is no truth to judge a plan by
+            said = "not measured" if not seeds else f"{len(seeds)} of {SEEDS} seeds measured"
+            lines.append(f"| {name} | {REGIMES[name].about} | ({said}) | | (not judged) | | | | | | | |")
+            continue
         if plan is None or plan["status"] != "completed":
             lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | | (plan not run) | | | | | | | |")
             continue
