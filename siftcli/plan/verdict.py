@@ -35,8 +35,8 @@ def conclude(record: PlanRecord) -> None:
         record.payback_runs = cost / saving if saving > 0 else None
         also = (f" (faster than {ok[0].arm}, confirmed at {ok[0].time_ratio:.2f} of the time)" if ok else
                 f" ({confirmed_line(record)})" if record.confirmations else "")
-        record.answer = (f"{exact.family}: {exact.arm}, the baseline's training at {ratio:.2f} of its time (predicted "
-                         f"from the screen); its results are the baseline's, so there is nothing to confirm{also}")
+        record.answer = (f"{exact.family}: {exact.arm}, the baseline's training at {ratio:.2f} of its time (priced from "
+                         f"the baseline's own job); its results are the baseline's, so there is nothing to confirm{also}")
         return
     if not ok:
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = "baseline", "everything", 1.0, None
