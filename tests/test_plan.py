@@ -204,7 +204,6 @@ def test_a_runner_up_the_search_could_not_tell_from_its_best_is_confirmed_beside
                                     cand("target-only", "target-only", +0.6, 0.30, 1 / 3),
                                     cand("sifted", "online", -1.5, 0.45, None)])
     assert [c.arm for c in search.contenders(record)] == ["filter:fraction=0.25", "target-only"]  # tied: cheaper first
-    assert search.winner(record).arm == "filter:fraction=0.25"
     record.candidates[1].trials[0].signal_gap = 0.04  # beyond two noises of the best: not confirmed beside it
     assert [c.arm for c in search.contenders(record)] == ["target-only"]
     record.candidates[1].trials[0].signal_gap = 0.006
@@ -442,12 +441,12 @@ def test_the_search_falls_back_to_the_screens_families_and_an_exact_candidate_ne
     assert search.exact_pick(record) is None  # the saving not measured on the baseline yet: a guess is no answer
     record.teacher_share = 1 / 3
     assert search.exact_pick(record) is cache and costs.full_time(cache, 100.0) == pytest.approx(75.0)
-    assert search.winner(record).arm == "online"  # rung 2 left none: the screen's best of the families it did not try
+    assert [c.arm for c in search.contenders(record)] == ["online"]  # rung 2 left none: the screen's best of the families it did not try
     record.candidates[1].trials[0].predicted_ratio = 0.8  # slower than the exact cache (0.75, the baseline's results):
-    assert search.winner(record) is None  # no confirmation can make it the better answer
+    assert search.contenders(record) == []  # no confirmation can make it the better answer
     record.candidates[1].trials[0].predicted_ratio = 0.6
     record.candidates[1].trials[0].informative = False  # too short to tell: no evidence, so nothing to confirm
-    assert search.winner(record) is None and search.promoted(record) == []  # (one family left: no rung 2 either)
+    assert search.contenders(record) == [] and search.promoted(record) == []  # (one family left: no rung 2 either)
     conclude(record)  # no confirmation (or a failed one): the exact candidate is the answer, with nothing to confirm
     assert record.pick == "cache" and record.pick_family == "teacher-cache" and record.pick_time_ratio == pytest.approx(0.75)
     assert "nothing to confirm" in record.answer and record.pick_versus_baseline is None

@@ -75,7 +75,11 @@ def from_texts(tokenizer: Any, texts: list[str], max_length: int, pairs: list[st
         return from_sequences(enc["input_ids"])
     if pairs is None and max_length >= 2 and (plan := word_plan(rust)) is not None:
         return _by_words(rust, plan, texts, max_length)
-    inputs = texts if pairs is None else list(zip(texts, pairs))
+    return _whole(rust, texts if pairs is None else list(zip(texts, pairs)))
+
+
+def _whole(rust: Any, inputs: list[Any]) -> Tokens:
+    """``inputs`` through the whole Rust tokenizer (``encode_batch_fast`` where it has it: no offsets)."""
     encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
     return from_sequences([e.ids for e in encode(inputs)])
 
@@ -149,8 +153,7 @@ def _by_words(rust: Any, plan: WordPlan, texts: list[str], max_length: int) -> T
     taken = set(other)
     safe = texts if not other else [t for i, t in enumerate(texts) if i not in taken]
     if not safe:
-        encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
-        return from_sequences([e.ids for e in encode(texts)])
+        return _whole(rust, texts)
     # one split of all rows joined by a word no row holds (a NUL: not printable) is a third of the time of a split each
     words = f" {ROW_END} ".join(safe).split()
     words.append(ROW_END)
@@ -196,9 +199,7 @@ def _by_words(rust: Any, plan: WordPlan, texts: list[str], max_length: int) -> T
     tokens = Tokens(ids, offsets)
     if not other:
         return tokens
-    encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
-    whole = from_sequences([e.ids for e in encode([texts[i] for i in other])])
-    return _interleave(tokens, whole, other, n)
+    return _interleave(tokens, _whole(rust, [texts[i] for i in other]), other, n)
 
 
 def _interleave(safe: Tokens, other: Tokens, at: list[int], n: int) -> Tokens:

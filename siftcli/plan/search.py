@@ -299,12 +299,6 @@ def contenders(record: PlanRecord) -> list[Candidate]:
     return best[:tied]
 
 
-def winner(record: PlanRecord) -> Candidate | None:
-    """The first of the :func:`contenders` (the one the search ranks first), or None."""
-    found = contenders(record)
-    return found[0] if found else None
-
-
 def exact_pick(record: PlanRecord) -> Candidate | None:
     """The fastest exact candidate (the baseline's training at another cost, such as the teacher's outputs cached)
     predicted at most ``FASTER`` of the baseline's time: the answer where no confirmed strategy is faster, with nothing
