@@ -12,7 +12,7 @@ from PIL import Image
 from siftcli.commands import run_train
 from siftcli.errors import RunInterrupted
 from siftcli.recipe.schema import validate_recipe
-from siftcli.training.loop import lr_factor, train
+from siftcli.training.loop import fork_step, lr_factor, train
 from siftcli.training.setup import sift_config
 from siftcli.workload.build import build_workload
 from tests.conftest import TINY_BERT, tiny_recipe_dict
@@ -24,6 +24,56 @@ def test_lr_schedule_warms_up_and_fully_decays() -> None:
     assert lr_factor(1.0, 0.1, "linear") == 0.0
     assert lr_factor(1.0, 0.1, "cosine") == pytest.approx(0.0)
     assert lr_factor(0.5, 0.0, "constant") == 1.0
+
+
+def test_wsd_warms_up_on_the_full_schedule_holds_and_decays_over_the_runs_end() -> None:
+    # a run capped at half the full schedule: at its 40% it has seen 20% of the full run's samples
+    assert lr_factor(0.05, 0.1, "wsd", full_progress=0.05) == pytest.approx(0.5)  # warm-up by the full schedule
+    assert lr_factor(0.4, 0.1, "wsd", full_progress=0.2) == 1.0  # linear would be decaying here already
+    assert lr_factor(0.9, 0.1, "wsd", full_progress=0.45, decay=0.2) == pytest.approx(0.5)  # half-way down its decay
+    assert lr_factor(1.0, 0.1, "wsd", full_progress=0.5) == 0.0
+    assert lr_factor(0.02, 0.1, "wsd", full_progress=0.01, decay=1.0) == pytest.approx(0.1)  # both: the lower
+    for m, d in ((10, 0.2), (7, 0.3), (100, 0.2), (33, 0.15), (1, 0.2)):
+        k = fork_step(m, d)
+        assert all(lr_factor(j / m, 0.0, "wsd", decay=d) == 1.0 for j in range(k))
+        assert k == m or lr_factor(k / m, 0.0, "wsd", decay=d) < 1.0 or k / m >= 1 - d
+
+
+@pytest.mark.parametrize("sift", [False, True])
+def test_a_wsd_run_capped_at_m_steps_is_the_full_runs_fork_at_fork_step(tmp_path: Path, text_csv: Path, sift: bool) -> None:
+    """Training less read from one run: the full ``wsd`` run leaves a checkpoint at the fork point, and a run started
+    from it with the cap ends with the weights of the capped run trained from scratch (data order, sifting state and
+    random state included), on the full run's clock up to the fork plus its own decay."""
+    raw = tiny_recipe_dict(text_csv, **{"optim.schedule": "wsd", "optim.warmup_fraction": 0.1, "sift.enabled": sift})
+    full_recipe = validate_recipe(raw)
+    capped = full_recipe.model_copy(update={"max_steps": 11})
+
+    def fresh():
+        torch.manual_seed(0)
+        return build_workload(full_recipe)
+
+    def cfg(w):
+        return sift_config(full_recipe, len(w.train_data)) if sift else None
+
+    k = fork_step(11, full_recipe.optim.decay_fraction)
+    for name in ("full", "apart", "fork"):
+        (tmp_path / name).mkdir()
+    w_full = fresh()
+    full = train(w_full, full_recipe, cfg(w_full), run_dir=tmp_path / "full", arm="baseline",
+                 forks={k: tmp_path / "trunk"})
+    assert full["optimizer_steps"] > 11 and (tmp_path / "trunk" / "checkpoint.pt").exists()
+    w_apart = fresh()
+    apart = train(w_apart, capped, cfg(w_apart), run_dir=tmp_path / "apart", arm="train-less")
+    w_fork = fresh()
+    fork = train(w_fork, capped, cfg(w_fork), run_dir=tmp_path / "fork", arm="train-less",
+                 start_from=tmp_path / "trunk")
+    assert fork["optimizer_steps"] == apart["optimizer_steps"] == 11
+    for (name, a), b in zip(w_apart.model.state_dict().items(), w_fork.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert fork["samples_trained"] == apart["samples_trained"]
+    assert fork["curve"][-1]["loss"] == apart["curve"][-1]["loss"]
+    logged = [json.loads(line) for line in (tmp_path / "fork" / "log.jsonl").read_text().splitlines()]
+    assert 0 < k < min(r["step"] for r in logged if r["event"] == "step")  # it trained from the fork on, not from step 1
 
 
 @pytest.mark.parametrize("sift,scoring,overlap", [(True, "fresh", False), (True, "memory", False), (False, "fresh", False),

@@ -128,7 +128,11 @@ class OptimSpec(_Strict):
     lr: float = Field(default=5e-5, gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
     warmup_fraction: float = Field(default=0.06, ge=0, lt=1)
-    schedule: Literal["linear", "cosine", "constant"] = "linear"
+    schedule: Literal["linear", "cosine", "constant", "wsd"] = Field(default="linear", description=(
+        "wsd: warm-up, stable (constant), then a linear decay to zero over the run's last decay_fraction; its warm-up is "
+        "a share of the full schedule even under max_steps, so a step-capped run is a fork of the full one"))
+    decay_fraction: float = Field(default=0.2, gt=0, le=1, description="wsd: the share of the run, at its end, the "
+                                                                       "learning rate decays over")
     grad_clip: float | None = Field(default=1.0, gt=0)
     zero: bool = Field(default=False, description="under torchrun: shard the optimizer state (ZeroRedundancyOptimizer)")
 

@@ -85,10 +85,11 @@ def _regular(run_dir: Path, path: Path) -> None:
                            "one); nothing was read; start the run again")
 
 
-def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful], device: torch.device,
+def load(run_dir: Path | None, arm: str | None, state: Any, parts: dict[str, Stateful], device: torch.device,
          most_steps: int | None = None) -> None:
     """Restore a run from ``run_dir/checkpoint.pt`` after checking its digest, its shape and that its step lies within
-    the run's plan (``most_steps``), so a forged or foreign file is one line and never a run "completed" at its step."""
+    the run's plan (``most_steps``), so a forged or foreign file is one line and never a run "completed" at its step.
+    ``arm`` None: any run's checkpoint (a fork goes on from another run's)."""
     path = run_dir / "checkpoint.pt" if run_dir else None
     if path is None or not path.exists():
         raise SiftcliError(f"--resume {run_dir}: no checkpoint.pt in that folder; nothing to resume")
@@ -110,7 +111,7 @@ def load(run_dir: Path | None, arm: str, state: Any, parts: dict[str, Stateful],
                            "siftcli wrote it, or someone else did); siftcli never unpickles those; start the run again") from None
     except Exception as exc:  # truncated, empty or not a checkpoint at all
         raise SiftcliError(f"--resume {run_dir}: checkpoint.pt is unreadable ({exc.__class__.__name__}); start the run again") from None
-    if not isinstance(ck, dict) or ck.get("arm") != arm:
+    if not isinstance(ck, dict) or (arm is not None and ck.get("arm") != arm):
         got = ck.get("arm") if isinstance(ck, dict) else None
         raise SiftcliError(f"--resume {run_dir}: checkpoint is of the {got!r} run, not {arm!r}")
     if "ranks" not in ck and "state" in ck:  # written by one process before checkpoints held every rank's part

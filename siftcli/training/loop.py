@@ -47,13 +47,25 @@ from siftcli.training.warm import precompile, warm_up
 from siftcli.workload.build import Workload
 
 
-def lr_factor(progress: float, warmup: float, schedule: str) -> float:
+def lr_factor(progress: float, warmup: float, schedule: str, *, full_progress: float | None = None,
+              decay: float = 0.2) -> float:
     """Learning-rate multiplier at ``progress`` in [0, 1] of the run.
 
     Progress counts raw samples consumed (or steps of a step-capped run), so the schedule
     ends fully decayed exactly when training ends, whatever fraction sifting keeps.
+
+    ``wsd`` (warm-up, stable, decay) warms up over ``warmup`` of the *full* schedule (``full_progress``: raw samples
+    over the full run's, whether or not a step cap ends this run early), holds, and decays linearly to zero over the
+    run's last ``decay`` (by ``progress``). A run capped at ``m`` steps then takes the full run's learning rates up to
+    :func:`fork_step` exactly, so it is the full run's checkpoint there with its own decay: one full run forked at
+    several points reads several shorter schedules (training less) for the price of their decays.
     """
     progress = min(max(progress, 0.0), 1.0)
+    if schedule == "wsd":
+        full = progress if full_progress is None else min(max(full_progress, 0.0), 1.0)
+        warm = full / warmup if warmup > 0 and full < warmup else 1.0
+        cool = 1.0 if progress < 1.0 - decay else (1.0 - progress) / decay
+        return max(0.0, min(warm, cool))
     if warmup > 0 and progress < warmup:
         return progress / warmup
     if schedule == "constant":
@@ -62,6 +74,18 @@ def lr_factor(progress: float, warmup: float, schedule: str) -> float:
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * rest))
     return max(0.0, 1.0 - rest)
+
+
+def fork_step(max_steps: int, decay: float) -> int:
+    """The first step whose learning rate a ``wsd`` run capped at ``max_steps`` decays (the comparison
+    :func:`lr_factor` makes, ``step / max_steps >= 1 - decay``): before it the capped run and the full run take the
+    same rates, so the capped run is the full run's checkpoint after this many steps, resumed with the cap."""
+    k = max(0, math.floor((1.0 - decay) * max_steps))
+    while k < max_steps and k / max_steps < 1.0 - decay:
+        k += 1
+    while k > 0 and (k - 1) / max_steps >= 1.0 - decay:
+        k -= 1
+    return k
 
 
 class StopSignals:
@@ -107,11 +131,15 @@ def timed_batches(loader: SiftingDataLoader, state: RunState) -> Iterator[Any]:
 def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *, reference: Reference | None = None,
           run_dir: Path | None = None, arm: str = "baseline", on_event: Event | None = None,
           resume: bool = False, upfront: dict[str, float] | None = None,
-          on_complete: Callable[[], None] | None = None) -> RunMetrics:
+          on_complete: Callable[[], None] | None = None, forks: dict[int, Path] | None = None,
+          start_from: Path | None = None) -> RunMetrics:
     """Run one fine-tune and return its metrics (also written to ``run_dir/metrics.json``). ``upfront``: seconds of
     work done before this call that chose its data (near-duplicate removal), started on its clock as named phases,
     like the reference's cost. ``on_complete``: called once training completed, before the final checkpoint (the
-    trained model is written first: a full disk then costs the resumable state, which a finished run needs least)."""
+    trained model is written first: a full disk then costs the resumable state, which a finished run needs least).
+    ``forks``: folders a checkpoint is written to after that many steps (off the clock), for runs to start from;
+    ``start_from``: such a folder, whichever run wrote it: this run goes on from its checkpoint (a ``wsd`` run capped
+    at ``m`` steps, started from the full run's checkpoint at :func:`fork_step`, is that capped run exactly)."""
     emit = on_event or (lambda kind, data: None)
     torch.manual_seed(recipe.seed)
     random.seed(recipe.seed)
@@ -121,6 +149,8 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     if resume:
         most = budget.epochs * max(1, len(workload.train_data))  # a step trains a sample at least
         checkpoint.load(run_dir, arm, state, run.parts, run.device, most if budget.max_steps is None else budget.max_steps)
+    elif start_from is not None:
+        checkpoint.load(start_from, None, state, run.parts, run.device, budget.max_steps)
     loader.add_batch_hook(lambda d: state.record(d, workload.noisy, workload.groups))
     compiled = compiling.counts() if recipe.compile else None
 
@@ -150,7 +180,9 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
             while state.epoch < budget.epochs and not out_of_time and not budget.done(state.step, loader.stats.raw_samples):
                 for batch in timed_batches(loader, state):
                     progress = _progress(budget, state, loader.stats.raw_samples)
-                    lr = _set_lr(run.optimizer, optim.lr * lr_factor(progress, optim.warmup_fraction, optim.schedule))
+                    lr = _set_lr(run.optimizer, optim.lr * lr_factor(
+                        progress, optim.warmup_fraction, optim.schedule, decay=optim.decay_fraction,
+                        full_progress=budget.full_progress(loader.stats.raw_samples)))
                     step = train_step(run.learner, batch, recipe, loader.last_weights, loader.last_indices)
                     loader.record(step.losses)
                     clock.add_step(step, run.loss.take_cost(), len(batch["labels"]), watch)
@@ -169,6 +201,11 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                             except OSError as exc:
                                 raise _CheckpointFailed(exc) from exc
                         saved_step = state.step
+                    if forks and state.step in forks:
+                        with clock.off():
+                            watch.read()
+                            forks[state.step].mkdir(parents=True, exist_ok=True)
+                            checkpoint.save(forks[state.step], arm, state, run.parts, started)
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
                     if out_of_time or budget.done(state.step, loader.stats.raw_samples):

@@ -108,6 +108,11 @@ class Budget:
             return seconds / self.max_seconds
         return step / self.max_steps if self.max_steps else raw / self.total_raw
 
+    def full_progress(self, raw: int) -> float:
+        """How far the run is along the full schedule (its raw samples over the full run's), whatever cap ends it: the
+        ``wsd`` schedule's warm-up clock, so a capped run warms up as the full one does."""
+        return raw / self.total_raw
+
     def done(self, step: int, raw: int) -> bool:
         """The step or sample budget is spent (the same on every rank)."""
         return (self.max_steps is not None and step >= self.max_steps) or (self.fractional and raw >= self.total_raw)
