@@ -179,3 +179,25 @@ def test_an_arm_name_becomes_one_safe_folder_inside_the_comparison() -> None:
     for hostile in ("variant:name=../../../X", "../..", "/etc/passwd", "a\\b", "..", ""):
         name = folder_name(hostile)
         assert name and "/" not in name and "\\" not in name and name not in (".", "..") and not name.startswith(".")
+
+
+def test_train_less_under_wsd_is_read_from_forks_of_the_baseline_and_equals_the_run_apart(
+        text_csv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``wsd`` comparison trains each train-less arm's decay alone, from the baseline's checkpoint at its fork point;
+    its result is the one the arm trained from its start gives (the recipe's linear schedule gets no forks)."""
+    import siftcli.arms.run as run_module
+
+    recipe = validate_recipe(tiny_recipe_dict(text_csv, **{"optim.schedule": "wsd"}))
+    arms = ["baseline", "train-less:fraction=0.5"]
+    forked = run_arms(recipe, arms, [0], tmp_path / "forked")[0]
+    monkeypatch.setattr(run_module, "trunk_forks", lambda *args: {})
+    apart = run_arms(recipe, arms, [0], tmp_path / "apart")[0]
+    for arm in arms[1:]:
+        assert "forked_from" in forked[arm] and "forked_from" not in apart[arm]
+        assert forked[arm]["optimizer_steps"] == apart[arm]["optimizer_steps"] < forked["baseline"]["optimizer_steps"]
+        assert forked[arm]["curve"][-1]["loss"] == apart[arm]["curve"][-1]["loss"]
+    assert forked["baseline"]["curve"][-1]["loss"] == apart["baseline"]["curve"][-1]["loss"]  # writing forks is off it
+    from siftcli.arms.forks import trunk_forks
+
+    assert len(trunk_forks(recipe, 400, [0.35, 0.5], tmp_path)) == 2  # 100 steps: forks at 28 and 40
+    assert trunk_forks(validate_recipe(tiny_recipe_dict(text_csv)), 40, [0.35, 0.5], tmp_path) == {}  # linear: apart

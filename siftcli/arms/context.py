@@ -31,6 +31,10 @@ class SeedContext:
     subject: str = "sifted"
     runs: dict[str, RunMetrics] = field(default_factory=dict)
     _references: dict[str, tuple[Any, str]] = field(default_factory=dict)  # by reference kind: (reference, its builder)
+    #: The train-less fractions among the seed's arms: a ``wsd`` baseline writes a checkpoint for each on its way
+    #: (:mod:`siftcli.arms.forks`), kept in ``forks`` by step once it finished with the steps they were placed for.
+    fork_fractions: list[float] = field(default_factory=list)
+    forks: dict[int, Path] = field(default_factory=dict)
 
     def reference(self, arm: str, folder: Path | None = None, kind: str | None = None) -> Any:
         """The recipe's reference losses (``kind``: another kind over the recipe's holdout), built (or read from the

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from siftcli.arms.context import SeedContext
-from siftcli.arms.table import arm_row, check_arms, seed_order
+from siftcli.arms.forks import fork_for, full_steps, trunk_forks
+from siftcli.arms.table import arm_row, check_arms, less_fraction, seed_order
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, ensure_writable
 from siftcli.training.loop import train
@@ -38,7 +39,8 @@ def run_arms(recipe: Recipe, arms: list[str], seeds: list[int], folder: Path, *,
     for position, seed in enumerate(seeds):
         r = recipe.model_copy(update={"seed": seed})
         workload = (workloads or build_workload)(r)
-        ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()), subject)
+        ctx = SeedContext(r, workload, copy.deepcopy(workload.model.state_dict()), subject,
+                          fork_fractions=[less_fraction(a) for a in order if a.partition(":")[0] == "train-less"])
         seed_dir = folder / f"seed{seed}" if len(seeds) > 1 else folder
         out.append(ctx.runs)
         for name in seed_order(order, position, subject):
@@ -66,8 +68,17 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
     if reference is not None and plan.subset is not None:  # the loader indexes the subset's rows
         reference = dataclasses.replace(reference, losses=reference.losses[plan.subset])
     workload.model.load_state_dict(ctx.initial)
+    whole = plan.subset is None and cfg is None and reference is None and not plan.upfront and not resume
+    forks = trunk_forks(plan.recipe, len(workload.train_data), ctx.fork_fractions, folder / "forks") \
+        if whole and name == "baseline" else {}
+    start = fork_for(plan.recipe, ctx.forks) if whole and name != "baseline" and \
+        plan.recipe.model_copy(update={"max_steps": None}) == ctx.recipe else None
     metrics = train(workload, plan.recipe, cfg, reference=reference, run_dir=folder, arm=name, on_event=on_event,
-                    upfront=plan.upfront, resume=resume)
+                    upfront=plan.upfront, resume=resume, forks=forks or None, start_from=start)
+    if forks:  # placed for the steps it was predicted to train; another count would put them at other fractions
+        ctx.forks = forks if metrics.get("optimizer_steps") == full_steps(plan.recipe, len(workload.train_data)) else {}
+    if start is not None:
+        metrics["forked_from"] = str(start)
     if plan.subset is not None:
         metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
     return metrics

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from siftcli.arms.context import SeedContext
+from siftcli.arms.forks import less_steps
 from siftcli.curate.dedup import DEFAULT_SIMILARITY, drop_near_copies
 from siftcli.curate.pipeline import lowest
 from siftcli.errors import SiftcliError
@@ -249,12 +250,13 @@ def _target_only(ctx: SeedContext, name: str) -> ArmPlan:
 def _train_less(ctx: SeedContext, name: str) -> ArmPlan:
     """The baseline stopped at ``fraction`` of the full baseline's steps, schedule fully decayed there: what training
     less buys (``train-less:fraction=0.5``; the sweep's baseline frontier is made of these)."""
-    fraction = _less_fraction(name)
-    steps = max(1, round(fraction * ctx.runs["baseline"]["optimizer_steps"]))
+    fraction = less_fraction(name)
+    steps = less_steps(fraction, ctx.runs["baseline"]["optimizer_steps"])
     return ArmPlan(ctx.recipe.model_copy(update={"max_steps": steps}))
 
 
-def _less_fraction(name: str) -> float:
+def less_fraction(name: str) -> float:
+    """``train-less:fraction=F``'s F (0.5 when not given)."""
     changes = _changes(name)
     if set(changes) - {"fraction"}:
         raise SiftcliError(f"--arm {name!r}: train-less takes fraction=F only (train-less:fraction=0.5)")
@@ -318,7 +320,7 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("variant", "the recipe with overrides (variant:sift.beta=2,sift.mode=calibrated); sifted if it sifts", _variant,
         sifts=True, check=_check_variant),
     Arm("train-less", "the baseline stopped at a fraction of its steps (train-less:fraction=0.5), fully decayed", _train_less,
-        ("baseline",), check=lambda recipe, name: _check_fraction(_less_fraction, name)),
+        ("baseline",), check=lambda recipe, name: _check_fraction(less_fraction, name)),
     Arm("filter", "the pool filtered once, the rest on the full schedule: filter:fraction=F,reference=KIND,dedup=T "
         "(any of them)", _filter, check=_check_filter),
     Arm("random-subset", "a random fraction of the pool on the full schedule (random-subset:fraction=F): chance at that "
