@@ -45,7 +45,8 @@ SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
            "gpu-step": "benchmarks.scripts.gpu_step",
            "overhead": "benchmarks.scripts.overhead", "library-shapes": "benchmarks.scripts.library_shapes",
            "plan-regimes": "benchmarks.scripts.plan_regimes", "curation": "benchmarks.scripts.curation",
-           "sift-overhead": "benchmarks.scripts.sift_overhead", "plan-accuracy": "benchmarks.scripts.plan_accuracy"}
+           "sift-overhead": "benchmarks.scripts.sift_overhead", "plan-accuracy": "benchmarks.scripts.plan_accuracy",
+           "wsd-forks": "benchmarks.scripts.wsd_forks"}
 
 
 def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False) -> dict[str, Any]:

@@ -669,6 +669,27 @@ def test_a_seeds_contexts_share_one_workload_and_start_from_its_untrained_weight
     assert not torch.equal(low.initial[next(iter(low.initial))], first.model.state_dict()[next(iter(low.initial))])
 
 
+def test_a_wsd_recipes_train_less_jobs_train_their_decays_from_the_baselines_forks(tmp_path: Path) -> None:
+    """Under ``optim.schedule: wsd`` a train-less job after its baseline, in the same process, starts from the
+    baseline's checkpoint at its fork point (the same run, exactly: tests/test_train.py); the fork checkpoints go once
+    the plan needs no more runs."""
+    from siftcli.plan.search import CONFIRMING
+    from siftcli.plan.study import Job
+    from siftcli.plan.trials import Trials, drop_forks, job_folder
+
+    recipe = load_recipe(_recipe(tmp_path, **{"optim.schedule": "wsd"}))
+    trials = Trials(recipe, {"validation": [0, 1, 2], "evaluation": [3, 4, 5]}, {recipe.seed: build_workload(recipe)})
+    seed = recipe.seed + 1
+    base = trials.run(Job(CONFIRMING, "baseline", 1.0, seed, "evaluation"), tmp_path / "plan", None, None)
+    assert base.run is not None and list((tmp_path / "plan").glob("**/forks/step*/checkpoint.pt"))
+    less = Job(CONFIRMING + 1, "train-less:fraction=0.5", 1.0, seed, "evaluation")
+    out = trials.run(less, tmp_path / "plan", base.run, None)
+    assert out.run is not None and out.run["optimizer_steps"] == round(0.5 * base.run["optimizer_steps"])
+    assert "forked_from" in json.loads((job_folder(tmp_path / "plan", less) / "metrics.json").read_text())
+    drop_forks(tmp_path / "plan")
+    assert not list((tmp_path / "plan").glob("**/forks"))
+
+
 # -- one study, many processes and machines -------------------------------------------------------------------------
 def _trials(storage: str, study: str) -> list:
     import optuna

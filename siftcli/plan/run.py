@@ -19,7 +19,7 @@ from siftcli.plan.record import PlanRecord, load_record
 from siftcli.plan.settings import PlanSettings, decidable, eval_rows
 from siftcli.plan.strategies import strategies
 from siftcli.plan.study import DEFAULT_STUDY, PlanStudy
-from siftcli.plan.trials import Trials, machine_fault
+from siftcli.plan.trials import Trials, drop_forks, machine_fault
 from siftcli.plan.verdict import conclude, write_recipe
 from siftcli.plan.view import plan_html
 from siftcli.plan.workers import join, spawn, threads
@@ -123,6 +123,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
         write_recipe(record, recipe, plan, folder)
         record.status = "completed"
         save()
+        drop_forks(folder)
         atomic_write_text(folder / "report.html", plan_html(record))
         join(helpers)
     except (KeyboardInterrupt, RunInterrupted) as exc:

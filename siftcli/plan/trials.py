@@ -22,6 +22,7 @@ from siftcli.arms.context import SeedContext
 from siftcli.arms.run import folder_name, run_one
 from siftcli.errors import RunFault, RunInterrupted
 from siftcli.plan.search import SCREEN, at_fidelity
+from siftcli.plan.strategies import LESS_FRACTIONS
 from siftcli.plan.study import Job, Result
 from siftcli.recipe.schema import Recipe
 from siftcli.runio import Event, read_json
@@ -65,6 +66,14 @@ def cached_run(ctx: SeedContext, arm: str, folder: Path, on_event: Event | None)
     return run
 
 
+def drop_forks(root: Path) -> None:
+    """The baselines' fork checkpoints (a wsd recipe's, :mod:`siftcli.arms.forks`), once the plan needs no more runs:
+    a MiniLM checkpoint is 240 MB, two a baseline job."""
+    for forks in root.glob("**/forks"):
+        if forks.is_dir():
+            shutil.rmtree(forks, ignore_errors=True)
+
+
 class Trials:
     """This process's contexts: a workload per seed, evaluated on the validation or the evaluation rows."""
 
@@ -89,7 +98,9 @@ class Trials:
             w, initial = self._seeds[seed]
             w = dataclasses.replace(w, eval_data=[w.eval_data[i] for i in self.rows[split]])
             ctx = SeedContext(recipe, w, initial, "baseline")
-            ctx._references = self._references.setdefault(seed, {})
+            if recipe.optim.schedule == "wsd":  # its baselines leave a checkpoint at each train-less fork point, and
+                ctx.fork_fractions = list(LESS_FRACTIONS)  # the train-less jobs after them in this process train
+            ctx._references = self._references.setdefault(seed, {})  # their decays alone (siftcli.arms.forks)
             self._contexts[key] = ctx
         return self._contexts[key]
 

@@ -155,7 +155,7 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     compiled = compiling.counts() if recipe.compile else None
 
     def finish(status: str) -> RunMetrics:
-        out = _finish(run, workload, recipe, arm, status, started, compiled)
+        out = _finish(run, workload, recipe, arm, status, started, compiled, start_from)
         if compiled is not None and steady is not None:  # compilations after the buckets were compiled: 0 is the aim
             out["compile"]["steady_compilations"] = compiling.since(steady)["compilations"]
         return out
@@ -336,7 +336,7 @@ def _log_step(state: RunState, watch: LossWatch, clock: RunClock, lr: float, raw
 
 
 def _finish(run: Run, workload: Workload, recipe: Recipe, arm: str, status: str, started: float,
-            compiled: dict[str, int] | None = None) -> RunMetrics:
+            compiled: dict[str, int] | None = None, forked_from: Path | None = None) -> RunMetrics:
     """The run's metrics, written atomically with the kept/rejected loss sample beside them. Under torchrun every
     rank's are merged (:func:`~siftcli.training.metrics.merge_ranks`) and every rank returns the same: what a caller
     decides from them next (the equal-time opponent's steps, say) is then the same on every rank."""
@@ -345,6 +345,8 @@ def _finish(run: Run, workload: Workload, recipe: Recipe, arm: str, status: str,
                         parallel.world())
     # what this run paid is what its clock holds (a resumed run read the reference again, at no cost to it)
     out["reference"] = {**reference.summary(), "paid_seconds": state.phases.get("reference", 0.0)} if reference else None
+    if forked_from is not None:  # its steps before the fork are another run's (its clock holds their seconds)
+        out["forked_from"] = str(forked_from)
     if compiled is not None:  # what torch.compile did during this run (graphs, compilations, eager fallbacks)
         out["compile"] = {**compiling.since(compiled), "pad_to_multiple_of": recipe.pad_multiple}
     if parallel.active():

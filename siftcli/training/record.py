@@ -166,6 +166,7 @@ class RunMetrics(TypedDict):
     reference: NotRequired[ReferenceCost | None]  # what a reference cost this run (score reducible or reference)
     compile: NotRequired[dict[str, float]]  # graphs, compilations, eager fallbacks, seconds, steady_compilations (compile: true)
     subset: NotRequired[SubsetInfo]  # arms that trained on part of the data
+    forked_from: NotRequired[str]  # a capped wsd run started from its baseline's checkpoint there (siftcli.arms.forks)
 
 
 def brief(m: RunMetrics) -> RunMetrics:
