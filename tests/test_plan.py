@@ -333,7 +333,7 @@ def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial
     and the budget keeps half of itself for the candidates; a family that trains fewer steps by design is screened at
     as many steps as the baseline there, and a trial with fewer steps than the baseline had when it first learned is
     too short to tell, never dropped for it."""
-    from siftcli.plan import search
+    from siftcli.plan import evidence, search
     from siftcli.plan.record import Candidate
     from siftcli.tasks import metric
 
@@ -360,7 +360,7 @@ def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial
     results[4] = _result(search.SCREENING, "sifted", 0.375, 0.26, 15.0, optimizer_steps=19)
     results[5] = _result(search.SCREENING, "less", 1 / 4, 0.26, 5.0, optimizer_steps=7)
     record.epochs = 4
-    search.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
+    evidence.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
     assert record.screen_fidelity == 1 / 4 and record.promotion_fidelity == 1 / 2  # rung 2: twice the screen
     assert record.probes == [[1 / 8, 0.27], [1 / 4, 0.61]] and record.screen_learned
     matched, sifted, short = (c.trials[0] for c in record.candidates)
@@ -371,7 +371,7 @@ def test_the_screen_deepens_while_its_baseline_has_not_learned_and_a_short_trial
     assert "dropped" in record.candidates[0].outcome and "too short to tell" in record.candidates[2].outcome
     # a trial with fewer steps that beats the baseline is evidence for it (training less where the schedule over-trains)
     results[5] = _result(search.SCREENING, "less", 1 / 4, 0.70, 5.0, optimizer_steps=7)
-    search.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
+    evidence.fill_search(record, [], results, {"untrained": untrained}, 0, acc)
     assert record.candidates[2].trials[0].informative
 
 
@@ -379,7 +379,7 @@ def test_the_screen_ranks_by_the_validation_loss_and_a_whole_small_experiment_is
     """Accuracy over a few hundred rows moves only when a row crosses the boundary: two families within its noise are
     told apart by the validation loss (the confirmation still decides on accuracy). A subset whose step-matched screen
     trained its whole schedule is held against rung 2's baseline as it is, not trained again."""
-    from siftcli.plan import search
+    from siftcli.plan import evidence, search
     from siftcli.plan.record import Candidate
     from siftcli.tasks import metric
 
@@ -394,7 +394,7 @@ def test_the_screen_ranks_by_the_validation_loss_and_a_whole_small_experiment_is
                2: _result(search.SCREENING, "filter:fraction=0.5", 1 / 4, 0.81, 6.0, **run(0.81, 0.55)),
                3: _result(search.SCREENING, "target-only", 1.0, 0.745, 6.0, **run(0.745, 0.40, 12))}
     record.candidates = [Candidate("filter:fraction=0.5", "filter", "", 0.5), Candidate("target-only", "target-only", "", 0.1)]
-    search.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
+    evidence.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
     f, t = (c.trials[0] for c in record.candidates)
     assert f.gap == pytest.approx(1.0) and t.gap == pytest.approx(-5.5)  # beyond accuracy's noise (2 x 2.45 points)
     assert f.signal_gap == pytest.approx(-0.04) and t.signal_gap == pytest.approx(0.11)  # loss 0.51 at the baselines
@@ -414,7 +414,7 @@ def test_the_screen_ranks_by_the_validation_loss_and_a_whole_small_experiment_is
     assert search.promotion_job(record.candidates[1], record, 0) is None
     assert search.promotion_job(record.candidates[0], record, 0).fidelity == 1 / 2  # twice the steps: half of its own
     results[4] = _result(search.PROMOTION_BASELINE, "baseline", 1 / 4, 0.84, 20.0, **run(0.84, 0.45, 20))
-    search.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
+    evidence.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
     again = record.candidates[1].trials[1]
     assert (again.rung, again.fidelity, again.metric) == (1 / 4, 1.0, 0.745) and again.gap == pytest.approx(-9.5)
     assert again.informative and again.steps == 12  # more steps than the 10 the baseline first learned in
@@ -846,7 +846,7 @@ def test_a_job_slowed_three_times_on_a_busy_machine_flips_no_faster_or_slower_ca
     sifting by the rows it kept and scored, a scoring forward priced against a training row inside its own job. A CPU
     hog that slows one candidate's whole job threefold moves neither; its seconds alone, scaled up, would have called
     the better online candidate slower than the baseline."""
-    from siftcli.plan import search
+    from siftcli.plan import evidence, search
     from siftcli.plan.costs import full_seconds, full_time
     from siftcli.plan.record import Candidate
     from siftcli.tasks import metric
@@ -869,7 +869,7 @@ def test_a_job_slowed_three_times_on_a_busy_machine_flips_no_faster_or_slower_ca
         record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, validation_rows=400, epochs=4,
                             candidates=[Candidate("sifted:a", "online", "", 0.5), Candidate("sifted:b", "online", "", 0.9),
                                         Candidate("target-only", "target-only", "", 1 / 3)])
-        search.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
+        evidence.fill_search(record, [], results, {"untrained": 0.5}, 0, acc)
         unit = record.baseline_seconds
         assert unit == pytest.approx(10.0 + 9.0 * 7)  # the screen's baseline at an eighth, its training scaled up
         return [full_time(c, unit) <= search.FASTER * unit for c in record.candidates]

@@ -13,7 +13,7 @@ from typing import Any
 from siftcli.arms.table import arm_row
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.plan import confirm as confirming
-from siftcli.plan import costs
+from siftcli.plan import costs, evidence
 from siftcli.plan import search as searching
 from siftcli.plan.record import Candidate, PlannerNotes, PlanRecord
 from siftcli.plan.strategies import reference_cost
@@ -51,7 +51,7 @@ class Plan:
         if bases:  # the confirmation trained the full schedule: the unit is measured now
             record.baseline_seconds = sum(float(b["total_seconds"]) for b in bases) / len(bases)
             record.unit_source = "measured"
-        searching.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
+        evidence.fill_search(record, jobs, done, extra, self.recipe.seed, self.metric)
         record.search_seconds = searching.spent(done, searching.is_search, extra)
         record.confirm_seconds = searching.spent(done, lambda phase: not searching.is_search(phase), {})
         picks = self.picks(done)
