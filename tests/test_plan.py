@@ -161,6 +161,34 @@ def test_nothing_confirmed_means_train_on_everything() -> None:
     assert "inconclusive after 5 seeds" in record.answer and "--seeds 8" in record.answer
 
 
+def test_where_no_other_family_tied_a_tied_member_of_the_best_family_is_confirmed_beside_it() -> None:
+    """pretrained-clean: the screen tied two online settings and no other family; the cheaper was confirmed alone and
+    was worse, where the other was the truth's pick. Both are confirmed now; a member beyond the noise, or dropped, is
+    not; a tie across families still comes first."""
+    from siftcli.plan import search
+    from siftcli.plan.record import Candidate, Trial
+
+    def cand(arm: str, family: str, signal: float, ratio: float, fraction: float | None) -> Candidate:
+        t = Trial(arm, 1 / 8, 1.0, 0.8, 0.8, ratio, "complete", gap=signal * 10, noise=0.4, predicted_ratio=ratio,
+                  signal_gap=signal, signal_noise=0.004)
+        return Candidate(arm, family, "", fraction, trials=[t])
+
+    memory = cand("sifted:beta=2,scoring=memory", "online", -0.027, 0.45, None)
+    calibrated = cand("sifted:mode=calibrated", "online", -0.024, 0.71, None)
+    entropy = cand("sifted:score=entropy", "online", -0.060, 0.80, None)
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, screen_fidelity=1 / 8,
+                        candidates=[memory, calibrated, entropy, cand("dedup", "dedup", -0.2, 0.5, 0.9)])
+    assert [c.arm for c in search.contenders(record)] == [memory.arm, calibrated.arm]  # tied: the cheaper first
+    calibrated.trials[0].signal_gap = -0.040  # beyond two noises of the best
+    assert [c.arm for c in search.contenders(record)] == [memory.arm]
+    calibrated.trials[0].signal_gap = -0.024
+    calibrated.trials[0].gap = -5.0  # dropped on evidence (worse than the tolerance and its noise by accuracy)
+    assert [c.arm for c in search.contenders(record)] == [memory.arm]
+    calibrated.trials[0].gap = -0.24
+    record.candidates.append(cand("target-only", "target-only", -0.025, 0.3, 1 / 3))
+    assert [c.arm for c in search.contenders(record)] == ["target-only", memory.arm]  # another family's tie first
+
+
 def test_the_looks_spend_at_most_five_percent_and_an_extension_only_the_reserve() -> None:
     from siftcli.plan.confirm import MAIN_ALPHA, RESERVE_ALPHA, look_alpha
 

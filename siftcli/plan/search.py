@@ -248,12 +248,18 @@ def ranked(record: PlanRecord, fidelity: float | None, evidence: bool = False) -
     unit = record.baseline_seconds or 0.0
     if fidelity is None:
         return []
-    alive = [c for c in record.candidates if (t := trial_at(c, fidelity)) is not None and not dropped(t, record.tolerance)
-             and full_time(c, unit) <= FASTER * unit and not c.exact and (t.informative or not evidence)]
     families: dict[str, list[Candidate]] = {}
-    for c in alive:
+    for c in alive(record, fidelity, evidence):
         families.setdefault(c.family, []).append(c)
     return order([order(members, fidelity, unit)[0] for members in families.values()], fidelity, unit)
+
+
+def alive(record: PlanRecord, fidelity: float, evidence: bool = False) -> list[Candidate]:
+    """The candidates still in the search at a rung: trained there, not dropped on evidence, predicted faster than the
+    baseline (at most ``FASTER`` of its time), not exact; ``evidence``: not too short to tell either."""
+    unit = record.baseline_seconds or 0.0
+    return [c for c in record.candidates if (t := trial_at(c, fidelity)) is not None and not dropped(t, record.tolerance)
+            and full_time(c, unit) <= FASTER * unit and not c.exact and (t.informative or not evidence)]
 
 
 def promoted(record: PlanRecord) -> list[Candidate]:
@@ -268,8 +274,11 @@ def contenders(record: PlanRecord) -> list[Candidate]:
     tell from it (its signal within ``Z`` noises of the best), up to ``CONFIRM_TIED`` in all. A tie is broken by the
     predicted time, which says nothing of accuracy: confirming the cheaper one alone turned a right answer into
     "train on everything" when it was inconclusive (pretrained-relevance: the quarter n-gram filter tied with
-    target-only at the screen and confirmed neither way over 5 seeds, where target-only was the truth). Tied
-    candidates share the confirmation's baselines, so the second costs its own runs only. None when every family was
+    target-only at the screen and confirmed neither way over 5 seeds, where target-only was the truth). Where no other
+    family tied with the best, a member of the best's own family that did is confirmed beside it (pretrained-clean:
+    the screen tied memory sifting at beta 2 with the calibrated keep-half; the cheaper, confirmed alone, was worse,
+    and the truth's pick was the other). Tied candidates share the confirmation's baselines, so the second costs its
+    own runs only. None when every family was
     dropped on evidence or none said anything (a trial too short to tell is no reason to spend a confirmation on it),
     and none predicted slower than an exact candidate (:func:`exact_pick`: the baseline's results at its time). A gap
     below the tolerance but within its noise is not evidence against a family: the confirmation, at the full schedule,
@@ -290,7 +299,15 @@ def contenders(record: PlanRecord) -> list[Candidate]:
     tied = 1
     while tied < min(CONFIRM_TIED, len(best)) and signals[tied][0] >= top - Z * signals[tied][1]:
         tied += 1
-    return best[:tied]
+    picks = best[:tied]
+    if len(picks) < CONFIRM_TIED:  # no other family tied with the best: a member of its own family that did
+        own = [c for c in alive(record, rung, evidence=True) if c.family == picks[0].family and c is not picks[0]
+               and full_time(c, unit) < bar]
+        for c in order(own, rung, unit):
+            value, noise = ranking(trial_at(c, rung))  # type: ignore[arg-type]
+            if len(picks) < CONFIRM_TIED and value >= top - Z * noise:
+                picks.append(c)
+    return picks
 
 
 def exact_pick(record: PlanRecord) -> Candidate | None:
