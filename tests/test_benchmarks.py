@@ -283,3 +283,25 @@ def test_the_screens_order_is_counted_against_the_truths_by_the_loss_and_by_accu
         {"arm": "d", "trials": [trial(0.30, 5.0)]},  # no truth
         {"arm": "e", "trials": [trial(0.30, 5.0, rung=0.5)]}]}  # rung 2
     assert screen_agreement(plan, truths) == (3.0, 0.5, 3)
+
+
+def test_wsd_forks_pairs_each_seed_with_its_truth_and_says_equivalent_only_inside_the_tolerance() -> None:
+    """The wsd-forks report: each wsd run paired with the truth's run of its seed (its baseline with the recipe's, each
+    fork with the train-less run apart, each gap with its own baseline's), in points; 'equivalent' only where the
+    95% interval lies inside plus or minus a point, 'within noise' where it holds 0."""
+    from benchmarks.scripts.wsd_forks import FRACTIONS, _within, less, rows
+
+    def run(acc: float, wall: float = 1.0) -> dict:
+        return {"metric": "accuracy", "final": {"accuracy": acc}, "wall_seconds": wall}
+
+    seeds = []
+    for i, shift in enumerate((0.010, 0.012, 0.008)):  # the wsd baseline a point above the recipe's, tightly
+        truth = {"baseline": run(0.80 + i / 100), **{less(f): run(0.70 + i / 100) for f in FRACTIONS[:2]}}
+        wsd = {"baseline": run(0.80 + i / 100 + shift, 10.0), **{less(f): run(0.75 + i / 100, 1.0) for f in FRACTIONS}}
+        seeds.append({"truth": {"runs": truth}, "wsd": {"runs": wsd}})
+    r = rows("x", seeds)
+    assert r["base"] == pytest.approx([1.0, 1.2, 0.8])
+    assert r["forks"][0.5] == pytest.approx([5.0] * 3) and r["gaps_linear"][0.5] == pytest.approx([-10.0] * 3)
+    assert r["gaps_wsd"][0.35] == pytest.approx([-6.0, -6.2, -5.8]) and r["added"] == pytest.approx([0.3] * 3)
+    assert _within([0.1, -0.1, 0.05]) == "equivalent" and _within([2.0, -2.5, 1.0]) == "within noise"
+    assert _within(r["base"]) == "wsd better" and _within([-3.0, -3.2, -2.9]) == "wsd worse"
