@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from siftcli.arms.table import arm_row
+from siftcli.arms.forks import less_steps
+from siftcli.arms.table import arm_row, less_fraction
 from siftcli.plan import confirm as confirming
 from siftcli.plan import costs
 from siftcli.plan import search as searching
@@ -110,7 +111,7 @@ def write_recipe(record: PlanRecord, recipe: Recipe, plan: Plan, folder: Path) -
     if family == "fewer-epochs":
         done, _ = plan.study.results()
         base = searching.find(done, "baseline", 1.0, plan.confirm_seeds[0], "evaluation")
-        steps = max(1, round(float(record.pick.partition("=")[2]) * base.run["optimizer_steps"]))  # type: ignore[union-attr,index]
+        steps = less_steps(less_fraction(record.pick), base.run["optimizer_steps"])  # type: ignore[union-attr,index]
         out = recipe.model_copy(update={"max_steps": steps})
     elif family in ("online", "teacher-cache"):
         out = online_recipe(recipe, record.pick) if family == "online" else recipe.model_copy(update={
