@@ -197,6 +197,7 @@ def test_train_less_under_wsd_is_read_from_forks_of_the_baseline_and_equals_the_
         assert forked[arm]["optimizer_steps"] == apart[arm]["optimizer_steps"] < forked["baseline"]["optimizer_steps"]
         assert forked[arm]["curve"][-1]["loss"] == apart[arm]["curve"][-1]["loss"]
     assert forked["baseline"]["curve"][-1]["loss"] == apart["baseline"]["curve"][-1]["loss"]  # writing forks is off it
+    assert not list((tmp_path / "forked").glob("**/forks/step*/checkpoint.pt"))  # each spent once its fork trained
     from siftcli.arms.forks import trunk_forks
 
     assert len(trunk_forks(recipe, 400, [0.35, 0.5], tmp_path)) == 2  # 100 steps: forks at 28 and 40

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,8 @@ def run_one(ctx: SeedContext, name: str, folder: Path, on_event: Event | None = 
                     upfront=plan.upfront, resume=resume, forks=forks or None, start_from=start)
     if forks:  # placed for the steps it was predicted to train; another count would put them at other fractions
         ctx.forks = forks if metrics.get("optimizer_steps") == full_steps(plan.recipe, len(workload.train_data)) else {}
+    if start is not None and metrics.get("status") == "completed":  # one fork a fraction: its checkpoint is spent
+        shutil.rmtree(start, ignore_errors=True)
     if plan.subset is not None:
         metrics["subset"] = {"samples": len(plan.subset), "of": len(ctx.workload.train_data)}
     return metrics
