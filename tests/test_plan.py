@@ -189,32 +189,6 @@ def test_where_no_other_family_tied_a_tied_member_of_the_best_family_is_confirme
     assert [c.arm for c in search.contenders(record)] == ["target-only", memory.arm]  # another family's tie first
 
 
-def test_training_less_at_half_the_schedule_takes_a_free_confirmation_slot_once_the_screen_learned() -> None:
-    """No rung can judge training less (it trains fewer steps than the baseline there): where the screen's baseline
-    learned, the confirmation tests its longest member in a slot ties left free, alone when the search has no pick;
-    not where the screen learned nothing, nor beside a tie that fills both slots."""
-    from siftcli.plan import search
-    from siftcli.plan.record import Candidate, Trial
-
-    def cand(arm: str, family: str, signal: float, fraction: float | None, informative: bool = True) -> Candidate:
-        t = Trial(arm, 1 / 8, 1.0, 0.8, 0.8, 0.5, "complete", gap=signal * 10, noise=0.4, predicted_ratio=0.5,
-                  signal_gap=signal, signal_noise=0.004, informative=informative)
-        return Candidate(arm, family, "", fraction, trials=[t])
-
-    less = [cand(f"train-less:fraction={f}", "fewer-epochs", -0.1, f, informative=False) for f in (0.35, 0.5)]
-    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=100.0, screen_fidelity=1 / 8,
-                        screen_learned=True, candidates=[*less])
-    assert [c.arm for c in search.contenders(record)] == ["train-less:fraction=0.5"]  # no pick: alone
-    record.candidates.append(cand("dedup", "dedup", 0.01, 0.6))
-    assert [c.arm for c in search.contenders(record)] == ["dedup", "train-less:fraction=0.5"]
-    record.candidates.append(cand("target-only", "target-only", 0.009, 0.3))
-    assert [c.arm for c in search.contenders(record)] == ["target-only", "dedup"]  # a tie fills both slots
-    record.screen_learned = False
-    assert [c.arm for c in search.contenders(record)] == ["target-only", "dedup"]
-    record.candidates = [*less]
-    assert search.contenders(record) == []  # a screen that learned nothing: undecided, as before
-
-
 def test_the_looks_spend_at_most_five_percent_and_an_extension_only_the_reserve() -> None:
     from siftcli.plan.confirm import MAIN_ALPHA, RESERVE_ALPHA, look_alpha
 

@@ -280,8 +280,7 @@ def contenders(record: PlanRecord) -> list[Candidate]:
     and the truth's pick was the other). Tied candidates share the confirmation's baselines, so the second costs its
     own runs only. None when every family was
     dropped on evidence or none said anything (a trial too short to tell is no reason to spend a confirmation on it),
-    and none predicted slower than an exact candidate (:func:`exact_pick`: the baseline's results at its time); in a
-    free slot, training less at half the schedule where the screen learned (:func:`half_schedule`). A gap
+    and none predicted slower than an exact candidate (:func:`exact_pick`: the baseline's results at its time). A gap
     below the tolerance but within its noise is not evidence against a family: the confirmation, at the full schedule,
     decides."""
     promotion, unit, exact = record.promotion_fidelity, record.baseline_seconds or 0.0, exact_pick(record)
@@ -293,42 +292,22 @@ def contenders(record: PlanRecord) -> list[Candidate]:
         best = [c for c in ranked(record, record.screen_fidelity, evidence=True)
                 if c.family not in tried and full_time(c, unit) < bar]
         rung = record.screen_fidelity
-    picks: list[Candidate] = []
-    if best:
-        signals = [ranking(trial_at(c, rung)) for c in best]  # type: ignore[arg-type]
-        top = max(value for value, _ in signals)
-        tied = 1
-        while tied < min(CONFIRM_TIED, len(best)) and signals[tied][0] >= top - Z * signals[tied][1]:
-            tied += 1
-        picks = best[:tied]
-        if len(picks) < CONFIRM_TIED:  # no other family tied with the best: a member of its own family that did
-            own = [c for c in alive(record, rung, evidence=True) if c.family == picks[0].family and c is not picks[0]
-                   and full_time(c, unit) < bar]
-            for c in order(own, rung, unit):
-                value, noise = ranking(trial_at(c, rung))  # type: ignore[arg-type]
-                if len(picks) < CONFIRM_TIED and value >= top - Z * noise:
-                    picks.append(c)
-    less = half_schedule(record, bar)
-    if len(picks) < CONFIRM_TIED and less is not None and all(c.family != less.family for c in picks):
-        picks.append(less)
+    if not best:
+        return []
+    signals = [ranking(trial_at(c, rung)) for c in best]  # type: ignore[arg-type]
+    top = max(value for value, _ in signals)
+    tied = 1
+    while tied < min(CONFIRM_TIED, len(best)) and signals[tied][0] >= top - Z * signals[tied][1]:
+        tied += 1
+    picks = best[:tied]
+    if len(picks) < CONFIRM_TIED:  # no other family tied with the best: a member of its own family that did
+        own = [c for c in alive(record, rung, evidence=True) if c.family == picks[0].family and c is not picks[0]
+               and full_time(c, unit) < bar]
+        for c in order(own, rung, unit):
+            value, noise = ranking(trial_at(c, rung))  # type: ignore[arg-type]
+            if len(picks) < CONFIRM_TIED and value >= top - Z * noise:
+                picks.append(c)
     return picks
-
-
-def half_schedule(record: PlanRecord, bar: float = math.inf) -> Candidate | None:
-    """The training-less member the confirmation tests where a slot is free: the longest one (half the schedule), once
-    the screen's baseline has learned. Training less is the one family no rung can judge (below the full schedule it
-    trains fewer steps than the baseline it is held against, so its trials are too short to tell by construction), and
-    a model that learned within a share of its schedule is one that may over-train in the rest (*long*,
-    *pretrained-long*: half or a third of the schedule is as good as all of it, and the plan answered "everything" for
-    want of evidence). Not where the screen learned nothing (a slow learner, whose truncated schedules lost 9 to 43
-    points on the regimes), nor where it was dropped on evidence or is not faster."""
-    unit = record.baseline_seconds or 0.0
-    if not record.screen_learned or record.screen_fidelity is None:
-        return None
-    members = [c for c in record.candidates if c.family == "fewer-epochs"
-               and (t := trial_at(c, record.screen_fidelity)) is not None and not dropped(t, record.tolerance)
-               and full_time(c, unit) <= FASTER * unit and full_time(c, unit) < bar]
-    return max(members, key=steps_share) if members else None
 
 
 def exact_pick(record: PlanRecord) -> Candidate | None:
