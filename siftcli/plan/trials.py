@@ -98,9 +98,11 @@ class Trials:
             w, initial = self._seeds[seed]
             w = dataclasses.replace(w, eval_data=[w.eval_data[i] for i in self.rows[split]])
             ctx = SeedContext(recipe, w, initial, "baseline")
-            if recipe.optim.schedule == "wsd":  # its baselines leave a checkpoint at each train-less fork point, and
-                ctx.fork_fractions = list(LESS_FRACTIONS)  # the train-less jobs after them in this process train
-            ctx._references = self._references.setdefault(seed, {})  # their decays alone (siftcli.arms.forks)
+            if recipe.optim.schedule == "wsd":
+                # its baselines leave a checkpoint at each train-less fork point, and the train-less jobs after them in
+                # this process train their decays alone (siftcli.arms.forks; exact under wsd only)
+                ctx.fork_fractions = list(LESS_FRACTIONS)
+            ctx._references = self._references.setdefault(seed, {})
             self._contexts[key] = ctx
         return self._contexts[key]
 
