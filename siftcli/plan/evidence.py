@@ -1,7 +1,8 @@
 """The study's finished jobs in, the record's evidence out: every candidate's trials (each held against the baseline at
 its rung: the gap, its noise, the continuous signal's gap, whether it trained enough steps to count) and outcome, the
 unit, the rungs and the screen's baseline. The same on every process: a reading of the study, no decision of its own
-(those are :mod:`siftcli.plan.search`'s)."""
+(those are :mod:`siftcli.plan.search`'s, whose ``learned`` it reads through the module: one rule, one place to
+change it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from siftcli.analysis.stats import diff_points
+from siftcli.plan import search as searching
 from siftcli.plan.costs import full_seconds, full_time, online_ratio, steps_share, teacher_saving, teacher_share, unit_from
 from siftcli.plan.record import SHORT_JOB_SECONDS, Candidate, PlannerNotes, PlanRecord, Trial
 from siftcli.plan.search import (
@@ -24,7 +26,6 @@ from siftcli.plan.search import (
     dropped,
     find,
     held,
-    learned,
     noise_points,
     probe_values,
     rung_baselines,
@@ -52,14 +53,14 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
     probes = probe_values(results, seed)
     record.screen_fidelity = screen = screen_rung(probes, untrained, metric, rows)
     record.probes = [[f, v] for f, v in probes]
-    record.screen_learned = all(learned(v, untrained, metric, rows) for f, v in record.probes if f == screen)
+    record.screen_learned = all(searching.learned(v, untrained, metric, rows) for f, v in record.probes if f == screen)
     record.promotion_fidelity = screen * PROMOTION_STEP if screen * PROMOTION_STEP < 1 else None
     values = rung_baselines(results, seed, screen)
     record.baseline_metric = statistics.fmean(values) if values else None
     record.screen_noise = noise_points(values, metric, rows) if values else None
     # the baselines that had not learned yet: a candidate at the untrained level after no more steps is no evidence
     unlearned = [r.job.fidelity for r in results.values() if r.job.arm == "baseline" and r.job.split == "validation"
-                 and r.run and not learned(final_value(r.run), untrained, metric, rows)]
+                 and r.run and not searching.learned(final_value(r.run), untrained, metric, rows)]
     # the steps the baseline had when it first left the untrained level: no trial with fewer is evidence
     first_learned = find(results, "baseline", screen, seed, "validation") if record.screen_learned else None
     least = EVIDENCE_STEPS * first_learned.run["optimizer_steps"] \
@@ -101,10 +102,10 @@ def fill_search(record: PlanRecord, jobs: list[Job], results: dict[int, Result],
                 ratio = _runs(priced, record) + c.fixed_cost + c.upfront_cost  # its structure, priced at the unit
             steps = r.run.get("optimizer_steps")
             if least is not None and steps is not None:  # too few steps to say anything, whatever it scored
-                informative = steps >= least or learned(value, untrained, metric, rows) and value is not None and \
+                informative = steps >= least or searching.learned(value, untrained, metric, rows) and value is not None and \
                     held_against.metric is not None and (diff_points(value, held_against.metric, metric) or 0.0) > 0
             else:  # the baseline never learned, or an older record: at the untrained level after no more steps
-                informative = learned(value, untrained, metric, rows) or not any(
+                informative = searching.learned(value, untrained, metric, rows) or not any(
                     g >= own * steps_share(c) - 1e-9 for g in unlearned)
             signal = signal_of(r.run, metric)
             c.trials.append(Trial(c.arm, own, r.seconds, value, held_against.metric,
