@@ -386,18 +386,30 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks plan-accuracy", description=__doc__.splitlines()[0])
+def regimes_parser(name: str, doc: str, stored: str) -> argparse.ArgumentParser:
+    """The options every entry over the regimes takes: which regimes, only the stored results (``stored``: what they
+    are), the truth's seeds, where the section goes."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks {name}", description=doc.splitlines()[0])
     parser.add_argument("--regime", action="append", choices=list(REGIMES), help="only these (default: all)")
-    parser.add_argument("--report-only", action="store_true", help="only read what runs/plan-accuracy/ holds")
-    parser.add_argument("--truth-only", action="store_true", help="measure the truths, run no plan")
+    parser.add_argument("--report-only", action="store_true", help=f"only read {stored}")
     parser.add_argument("--seeds", type=int, default=SEEDS, help="the truth's seeds (5 for an accuracy claim)")
-    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
-                        help="the plans' --budget (another than 2 writes its own plan folders and section)")
     parser.add_argument("--out", default=str(DOC))
-    opts = parser.parse_args(argv)
+    return parser
+
+
+def at_root() -> None:
+    """Run from the repository's root, offline (the regimes' data and recipes are read relative to it)."""
     os.chdir(ROOT)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = regimes_parser("plan-accuracy", __doc__, "what runs/plan-accuracy/ holds")
+    parser.add_argument("--truth-only", action="store_true", help="measure the truths, run no plan")
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET,
+                        help="the plans' --budget (another than 2 writes its own plan folders and section)")
+    opts = parser.parse_args(argv)
+    at_root()
     from benchmarks.harness import machine, write_section
 
     results = {}

@@ -16,17 +16,23 @@ and the seconds the wsd seed cost against the recipe's baseline and train-less r
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import shutil
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.entry import DOC, ROOT
-from benchmarks.scripts.plan_accuracy import OUT, REGIMES, SEEDS, TRUTH_SEED, TRUTHS, _drop_weights, _recipe
+from benchmarks.scripts.plan_accuracy import (
+    OUT,
+    REGIMES,
+    TRUTH_SEED,
+    TRUTHS,
+    _drop_weights,
+    _recipe,
+    at_root,
+    regimes_parser,
+)
 
 TITLE = "Training less read from forks of one wsd run"
 #: The fractions forked: the plan's two train-less candidates, and 0.7 (no truth of its own to pair with).
@@ -161,14 +167,8 @@ def section(results: dict[str, list[dict[str, Any]]], machine: str) -> list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks wsd-forks", description=__doc__.splitlines()[0])
-    parser.add_argument("--regime", action="append", choices=list(REGIMES), help="only these (default: all)")
-    parser.add_argument("--report-only", action="store_true", help="only read the stored wsd seeds")
-    parser.add_argument("--seeds", type=int, default=SEEDS)
-    parser.add_argument("--out", default=str(DOC))
-    opts = parser.parse_args(argv)
-    os.chdir(ROOT)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    opts = regimes_parser("wsd-forks", __doc__ or "", "the stored wsd seeds").parse_args(argv)
+    at_root()
     from benchmarks.harness import machine, write_section
 
     results = {}
