@@ -36,6 +36,8 @@ RECIPE_CASES = [
     ({"sift.loss_history_length": 0}, "key 'sift.loss_history_length'"),
     ({"sift.sift_delay": -1}, "key 'sift.sift_delay'"),
     ({"optim.lr": 0}, "key 'optim.lr'"),
+    ({"optim.schedule": "step"}, "key 'optim.schedule'"),
+    ({"optim.decay_fraction": 0}, "key 'optim.decay_fraction'"),
     ({"epochs": -1}, "key 'epochs'"),
     ({"loss": "mse"}, "loss 'mse' does not fit task 'text-classification'"),
     ({"metric": "perplexity"}, "metric 'perplexity' does not fit task"),

@@ -166,6 +166,18 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
     clock, watch = RunClock(state, run.device), LossWatch()
     steady: dict[str, float] | None = None
     with JsonlLog(run_dir / "log.jsonl" if run_dir else None, saved_step) as log, StopSignals() as stop:
+        def save_to(folder: Path | None) -> None:
+            """A checkpoint off the clock, the loss read first (never a broken model over a good checkpoint); a disk
+            that refuses it is the run's checkpoint fault, whichever folder it was for."""
+            with clock.off():
+                watch.read()
+                try:
+                    if folder is not None:
+                        folder.mkdir(parents=True, exist_ok=True)
+                    checkpoint.save(folder, arm, state, run.parts, started)
+                except OSError as exc:
+                    raise _CheckpointFailed(exc) from exc
+
         def evaluate_now(reason: str) -> None:
             with clock.off():
                 watch.read()  # a broken loss stops the run before its model is evaluated
@@ -194,18 +206,10 @@ def train(workload: Workload, recipe: Recipe, sift: SiftConfig | None = None, *,
                     if (e.every_steps and state.step % e.every_steps == 0) or clock_due:
                         evaluate_now("periodic")
                     if recipe.checkpoint_every_steps and state.step % recipe.checkpoint_every_steps == 0:
-                        with clock.off():
-                            watch.read()  # never a broken model over a good checkpoint
-                            try:
-                                checkpoint.save(run_dir, arm, state, run.parts, started)
-                            except OSError as exc:
-                                raise _CheckpointFailed(exc) from exc
+                        save_to(run_dir)
                         saved_step = state.step
-                    if forks and state.step in forks:
-                        with clock.off():
-                            watch.read()
-                            forks[state.step].mkdir(parents=True, exist_ok=True)
-                            checkpoint.save(forks[state.step], arm, state, run.parts, started)
+                    if forks and state.step in forks:  # another run goes on from here (siftcli.arms.forks)
+                        save_to(forks[state.step])
                     if stopping:  # a signal arrived during this step (on any rank): it is finished, stop here
                         raise KeyboardInterrupt
                     if out_of_time or budget.done(state.step, loader.stats.raw_samples):
