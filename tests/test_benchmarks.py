@@ -305,3 +305,19 @@ def test_wsd_forks_pairs_each_seed_with_its_truth_and_says_equivalent_only_insid
     assert r["gaps_wsd"][0.35] == pytest.approx([-6.0, -6.2, -5.8]) and r["added"] == pytest.approx([0.3] * 3)
     assert _within([0.1, -0.1, 0.05]) == "equivalent" and _within([2.0, -2.5, 1.0]) == "within noise"
     assert _within(r["base"]) == "wsd better" and _within([-3.0, -3.2, -2.9]) == "wsd worse"
+
+
+def test_confirm_replay_counts_a_losers_seeds_and_a_good_picks_wrong_stops_at_each_futility_level() -> None:
+    """The futility replay: every order of a candidate's 5 truth seeds through the plan's looks. A pick 10 to 18 points
+    worse stops sooner at the looser level and is always called worse; a pick within the tolerance is confirmed in
+    every order at both levels, never called worse, and none is lost to the looser level."""
+    from benchmarks.scripts.confirm_replay import replay
+    from benchmarks.scripts.plan_accuracy import ArmTruth
+
+    loser = ArmTruth("sifted:memory", "online", -13.0, 1.3, -16.6, -9.4, 0.4, [-10.0, -17.8, -11.7, -12.5, -14.0])
+    good = ArmTruth("target-only", "target-only", 4.0, 0.2, 3.4, 4.6, 0.3, [4.1, 3.8, 4.4, 3.9, 4.2])
+    strict, loose = replay([("x", loser), ("x", good)], [0.05, 0.2])
+    assert (strict.within_orders, strict.beyond_orders) == (120, 120)
+    assert strict.within_confirmed == loose.within_confirmed == 120 and loose.within_worse == 0 and loose.lost == 0
+    assert strict.beyond_worse == loose.beyond_worse == 120
+    assert loose.beyond_seeds == 2.0 < strict.beyond_seeds

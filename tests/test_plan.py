@@ -205,8 +205,12 @@ def test_the_confirmation_stops_a_clear_win_at_three_seeds_a_clear_loser_at_two_
     looks, stopped = sequential([15.2, 13.9, 16.4, 15.0, 14.1], [5], 1.0)
     assert (stopped, len(looks), looks[-1].n) == ("within", 2, 3)  # a clear win: after 3 seeds
     looks, stopped = sequential([-9.5, -11.0, -10.2], [5], 1.0)
-    assert stopped == "worse" and looks[-1].n == 3
-    assert sequential([-20.0, -21.0, -19.0], [5], 1.0)[0][-1].n == 2  # a clear loser: after 2 (its own 95% interval)
+    assert stopped == "worse" and looks[-1].n == 2  # a clear loser: after 2 (its own 80% interval below -1)
+    # the memory-scoring pick of the long regime's plan, -13.2 points over 3 seeds at 95%: stopped at its second now
+    looks, stopped = sequential([-10.0, -17.8, -11.7], [5], 1.0)
+    assert stopped == "worse" and looks[-1].n == 2
+    # a pick within the tolerance whose first two seeds disagree is not called worse: another seed is trained
+    assert sequential([-0.5, -3.0], [5], 1.0)[1] == ""
     looks, stopped = sequential([0.4, -0.9, 0.6, -0.3, 0.1], [5], 1.0)
     assert looks[-1].n == 5 and stopped in ("within", "inconclusive")  # a close call: every seed
     assert sequential([0.4, -0.9, 0.6], [5], 1.0)[1] == ""  # not yet: another seed

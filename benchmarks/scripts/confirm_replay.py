@@ -1,0 +1,125 @@
+"""The confirmation's stopping rule replayed on the truths: how many seeds a loser costs, and how often a pick within the
+tolerance is wrongly called worse, at each futility level.
+
+A plan's confirmation adds paired seeds one at a time and stops a pick as worse when a look's own two-sided
+``1 - FUTILITY`` interval lies below minus the tolerance (:mod:`siftcli.plan.confirm`). Every truth candidate of every
+regime (``benchmarks/truths/<regime>/seed<N>.json``: 5 seeds paired with the baseline, no training here) that is
+predicted faster (at most 0.95 of the baseline's time) is run through :func:`~siftcli.plan.confirm.sequential` as the
+plan would see it, its 5 seeds in every order (120 orders each: the plan's seeds are other draws, so no one order is
+the plan's). Reported per level: for the candidates whose truth is within the tolerance, the share of orders confirmed,
+called worse, left inconclusive, and the mean seeds; for those beyond it, the share called worse and the mean seeds
+(what a loser costs, each seed a full baseline run and the pick's). The confirming rule is the plan's own at every level;
+only the futility level changes.
+
+    python -m benchmarks confirm-replay [--regime long ...] [--levels 0.05 0.1 0.2 0.3]
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.scripts.plan_accuracy import REGIMES, ArmTruth, at_root, regimes_parser, truth_runs, truth_table
+
+TITLE = "siftcli plan: the confirmation's futility level, replayed on the truths"
+#: The plan's default tolerance and --seeds.
+TOLERANCE, SEEDS = 1.0, 5
+LEVELS = (0.05, 0.1, 0.2, 0.3)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One futility level over every order of every candidate's seeds."""
+
+    level: float
+    within_orders: int  # orders of candidates whose truth is within the tolerance
+    within_confirmed: int
+    within_worse: int
+    within_seeds: float  # mean seeds those orders took
+    beyond_orders: int
+    beyond_worse: int
+    beyond_seeds: float
+    lost: int  # orders confirmed at the smallest level and not at this one
+
+
+def candidates(regimes: list[str]) -> list[tuple[str, ArmTruth]]:
+    """Every stored truth candidate with the plan's full seeds that the plan would confirm (predicted faster)."""
+    from siftcli.plan.search import FASTER
+
+    out = []
+    for name in regimes:
+        seeds = truth_runs(name, SEEDS, report_only=True)
+        out += [(name, t) for t in truth_table(name, seeds) if len(t.values) >= SEEDS and t.ratio <= FASTER]
+    return out
+
+
+def replay(rows: list[tuple[str, ArmTruth]], levels: list[float]) -> list[Replay]:
+    from siftcli.plan import confirm
+
+    before = confirm.FUTILITY
+    confirmed_first: set[tuple[str, str, tuple[float, ...]]] = set()
+    out = []
+    try:
+        for level in sorted(levels):
+            confirm.FUTILITY = level
+            w = wc = ww = b = bw = lost = 0
+            wseeds, bseeds = [], []
+            confirmed: set[tuple[str, str, tuple[float, ...]]] = set()
+            for name, t in rows:
+                for order in itertools.permutations(t.values[:SEEDS]):
+                    looks, stopped = confirm.sequential(list(order), [SEEDS], TOLERANCE)
+                    n = looks[-1].n if looks else SEEDS
+                    if stopped == "within":
+                        confirmed.add((name, t.arm, order))
+                    if t.mean >= -TOLERANCE:
+                        w, wc, ww = w + 1, wc + (stopped == "within"), ww + (stopped == "worse")
+                        wseeds.append(n)
+                    else:
+                        b, bw = b + 1, bw + (stopped == "worse")
+                        bseeds.append(n)
+            if not confirmed_first:
+                confirmed_first = confirmed
+            lost = len(confirmed_first - confirmed)
+            out.append(Replay(level, w, wc, ww, statistics.fmean(wseeds) if wseeds else 0.0, b, bw,
+                              statistics.fmean(bseeds) if bseeds else 0.0, lost))
+    finally:
+        confirm.FUTILITY = before
+    return out
+
+
+def section(result: list[Replay], rows: list[tuple[str, ArmTruth]], machine: str) -> list[str]:
+    from siftcli.plan.confirm import FUTILITY
+
+    within = sum(1 for _, t in rows if t.mean >= -TOLERANCE)
+    out = [f"## {TITLE}", "", f"`python -m benchmarks confirm-replay` (no training: the stored truths of {len({n for n, _ in rows})} "
+           f"regimes; {machine}). {len(rows)} candidates predicted faster, {within} of them within the tolerance by "
+           f"their truth, each replayed over its 5 seeds in all 120 orders through the plan's sequential looks "
+           f"(tolerance {TOLERANCE:g}, --seeds {SEEDS}); the plan's level is {FUTILITY:g} (an {100 * (1 - FUTILITY):.0f}% "
+           "interval).",
+           "",
+           "| futility level (interval) | within: confirmed | within: called worse | within: mean seeds | "
+           "beyond: called worse | beyond: mean seeds | confirmed at the first level, not here |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in result:
+        out.append(f"| {r.level:g} ({100 * (1 - r.level):.0f}%) | {100 * r.within_confirmed / max(1, r.within_orders):.1f}% | "
+                   f"{100 * r.within_worse / max(1, r.within_orders):.1f}% | {r.within_seeds:.2f} | "
+                   f"{100 * r.beyond_worse / max(1, r.beyond_orders):.1f}% | {r.beyond_seeds:.2f} | {r.lost} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = regimes_parser("confirm-replay", __doc__, "the stored truths (always: this entry trains nothing)")
+    parser.add_argument("--levels", type=float, nargs="+", default=list(LEVELS), help="futility levels to replay")
+    opts = parser.parse_args(argv)
+    at_root()
+    from benchmarks.harness import machine, write_section
+
+    rows = candidates(opts.regime or list(REGIMES))
+    result = replay(rows, opts.levels)
+    lines = section(result, rows, machine())
+    print("\n".join(lines))
+    write_section(Path(opts.out), TITLE, lines)
+    print(f"wrote the section '{TITLE}' of {opts.out}")
+    return 0
