@@ -7,7 +7,8 @@ built so that a different family should pay: filtering (relevance, structured no
 schedule), the teacher cache, and plain training. The **truth** is measured, never assumed: every strategy the plan
 would consider (its candidate list for that recipe) trained beside the full baseline over 5 seeds of their own (seed +
 100 ...), each seed from its own initial weights, the arms of a seed sharing them and the data order. The best is the
-plan's own objective on those means: among the strategies within the tolerance of the baseline and faster, the best
+plan's own objective on those means (each time ratio the median over seeds of the strategy's paid seconds over its
+seed's baseline's: a seed timed while the machine was busy moves a mean by several times): among the strategies within the tolerance of the baseline and faster, the best
 metric, and among those within the tolerance of it, the fastest ("faster": at most 0.95 of the baseline's time, the
 plan's own rule); none: train on everything. Then ``siftcli plan`` runs
 with its defaults, and the entry reports, per regime and overall: the pick, the truth, whether they agree (same family,
@@ -120,7 +121,10 @@ class ArmTruth:
     se: float
     low: float  # its 95% Student-t interval
     high: float
-    ratio: float  # paid training seconds over the baseline's, mean over seeds
+    #: paid training seconds over the baseline's of the same seed, the median over seeds: one seed timed while the
+    #: machine was busy (a baseline at 235 s where its other seeds took 12 to 29) moved the mean to 3.98 and left the
+    #: median at 0.38
+    ratio: float
     values: list[float]
 
 
@@ -200,7 +204,7 @@ def truth_table(name: str, seeds: list[dict[str, Any]]) -> list[ArmTruth]:
         if diffs:
             p = paired(diffs)
             rows.append(ArmTruth(arm, family, p["mean"], p["se"] if len(diffs) > 1 else math.nan, p["ci95"][0],
-                                 p["ci95"][1], statistics.fmean(ratios), diffs))
+                                 p["ci95"][1], statistics.median(ratios), diffs))
     return rows
 
 
@@ -311,7 +315,8 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
     lines = [f"## {heading or title(budget)}", "",
              f"`python -m benchmarks plan-accuracy{command}` ({machine}). Each regime: the truth from every candidate "
              f"the plan considers trained beside the full baseline over {SEEDS} seeds of their own (paired difference to "
-             f"the baseline in points ± SE, at its time ratio), and `siftcli plan` with its defaults but the budget "
+             f"the baseline in points ± SE, at its time ratio: the median over seeds of its paid seconds over its seed's "
+             f"baseline's, robust to a seed timed on a busy machine), and `siftcli plan` with its defaults but the budget "
              f"(budget {budget:g} baseline runs to decide, tolerance 1 point, up to 5 confirming seeds). 'Agrees': the "
              "pick's family is the truth's, or the pick is within its paired noise of the truth's best (the 95% "
              "interval of pick minus best reaches -1 point, its time ratio within 0.1). 'Screen': the rung the "

@@ -36,8 +36,8 @@ MAIN_ALPHA, RESERVE_ALPHA, SHAPE = 0.04, 0.01, 2.0
 #: is then "train on everything"), never a recipe that loses accuracy. At 95% a pick 10 to 25 points worse took 3 or 4
 #: seeds (a t bound on 1 degree of freedom is 12.7 standard errors wide), each a full baseline run and the pick's;
 #: replayed over every truth candidate's 5 seeds in every order (``python -m benchmarks confirm-replay``), 80% stops
-#: the losers after 3.3 seeds on average instead of 4.1, no candidate confirmed at 95% goes unconfirmed, and 2.6% of
-#: the orders of candidates within the tolerance are called worse (0.5% at 95%), none of them confirmed at 95%: the
+#: the losers after 3.3 seeds on average instead of 4.1, no candidate confirmed at 95% goes unconfirmed, and 2.3% of
+#: the orders of candidates within the tolerance are called worse (0.4% at 95%), none of them confirmed at 95%: the
 #: answer, training on everything, is the same.
 FUTILITY = 0.2
 
