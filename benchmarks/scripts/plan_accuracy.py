@@ -13,8 +13,9 @@ within the tolerance of the baseline and faster, the best metric, and among thos
 fastest ("faster": at most 0.95 of the baseline's time, the plan's own rule); none: train on everything. Then
 ``siftcli plan`` runs with its defaults, and the entry reports, per regime and overall: the pick, the truth, whether
 they agree (same family, or the pick within its paired noise of the truth: its paired interval against the truth
-reaches the tolerance and its time ratio is within 0.1), whether the pick is worse than the tolerance, the deciding cost (the search) and the whole
-cost (with the confirmation) in the plan's baseline runs, and the seeds the confirmation needed.
+reaches the tolerance and its time ratio is within 0.1), whether the pick is worse than the tolerance, the deciding
+cost (the search) and the whole cost (with the confirmation) in the plan's baseline runs, and the seeds the
+confirmation needed.
 
 Truths are kept per seed in the repository (``benchmarks/truths/<regime>/seed<N>.json``, the runs in brief; their
 training folders under ``runs/plan-accuracy/<regime>/truth/``) and plans in their folders, so an interrupted entry goes
