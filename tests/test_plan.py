@@ -531,7 +531,7 @@ def test_an_inconclusive_confirmation_is_extended_by_a_resumed_plan_with_more_se
 
     monkeypatch.setattr(search, "learned", lambda *a: True)  # the first rung said something (the tiny model's cannot)
 
-    monkeypatch.setattr(confirm, "look", lambda diffs, alpha, tol: Look(len(diffs), alpha, 0.0, -5.0, 5.0, "open"))
+    monkeypatch.setattr(confirm, "look", lambda diffs, alpha, tol, *futility: Look(len(diffs), alpha, 0.0, -5.0, 5.0, "open"))
     # the pick's seconds do not decide here: on the tiny recipe a dedup that keeps nearly every row takes about its
     # baseline's time, and two seeds over 0.95 of it would stop the seeds as "slower" (its own test) on a busy machine
     monkeypatch.setattr(confirm, "FASTER", math.inf)

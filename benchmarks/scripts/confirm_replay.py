@@ -9,19 +9,32 @@ plan would see it, its 5 seeds in every order (120 orders each: the plan's seeds
 the plan's). Reported per level: for the candidates whose truth is within the tolerance, the share of orders confirmed,
 called worse, left inconclusive, and the mean seeds; for those beyond it, the share called worse and the mean seeds
 (what a loser costs, each seed a full baseline run and the pick's). The confirming rule is the plan's own at every level;
-only the futility level changes.
+only the futility level changes. The stored plans' confirmations (``runs/plan-accuracy/<regime>/plan``) are looked
+at again under the plan's level: each should stop where it stopped.
 
     python -m benchmarks confirm-replay [--regime long ...] [--levels 0.05 0.1 0.2 0.3]
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.scripts.plan_accuracy import REGIMES, ArmTruth, at_root, regimes_parser, truth_runs, truth_table
+from benchmarks.scripts.plan_accuracy import (
+    DEFAULT_BUDGET,
+    REGIMES,
+    ArmTruth,
+    at_root,
+    plan_folder,
+    regimes_parser,
+    truth_runs,
+    truth_table,
+)
 
 TITLE = "siftcli plan: the confirmation's futility level, replayed on the truths"
 #: The plan's default tolerance and --seeds.
@@ -44,59 +57,77 @@ class Replay:
     lost: int  # orders confirmed at the smallest level and not at this one
 
 
-def candidates(regimes: list[str]) -> list[tuple[str, ArmTruth]]:
-    """Every stored truth candidate with the plan's full seeds that the plan would confirm (predicted faster)."""
+def candidates(regimes: list[str], seeds: int = SEEDS) -> list[tuple[str, ArmTruth]]:
+    """Every stored truth candidate with ``seeds`` seeds or more that the plan would confirm (predicted faster)."""
     from siftcli.plan.search import FASTER
 
     out = []
     for name in regimes:
-        seeds = truth_runs(name, SEEDS, report_only=True)
-        out += [(name, t) for t in truth_table(name, seeds) if len(t.values) >= SEEDS and t.ratio <= FASTER]
+        stored = truth_runs(name, seeds, report_only=True)
+        out += [(name, t) for t in truth_table(name, stored) if len(t.values) >= seeds and t.ratio <= FASTER]
     return out
 
 
-def replay(rows: list[tuple[str, ArmTruth]], levels: list[float]) -> list[Replay]:
-    from siftcli.plan import confirm
+def replay(rows: list[tuple[str, ArmTruth]], levels: list[float], seeds: int = SEEDS) -> list[Replay]:
+    """Each level over every order of every candidate's first ``seeds`` seeds, through the plan's own looks; ``lost``
+    counts the orders the smallest level confirmed and this one did not."""
+    from siftcli.plan.confirm import sequential
 
-    before = confirm.FUTILITY
-    confirmed_first: set[tuple[str, str, tuple[float, ...]]] = set()
-    out = []
-    try:
-        for level in sorted(levels):
-            confirm.FUTILITY = level
-            w = wc = ww = b = bw = lost = 0
-            wseeds, bseeds = [], []
-            confirmed: set[tuple[str, str, tuple[float, ...]]] = set()
-            for name, t in rows:
-                for order in itertools.permutations(t.values[:SEEDS]):
-                    looks, stopped = confirm.sequential(list(order), [SEEDS], TOLERANCE)
-                    n = looks[-1].n if looks else SEEDS
-                    if stopped == "within":
-                        confirmed.add((name, t.arm, order))
-                    if t.mean >= -TOLERANCE:
-                        w, wc, ww = w + 1, wc + (stopped == "within"), ww + (stopped == "worse")
-                        wseeds.append(n)
-                    else:
-                        b, bw = b + 1, bw + (stopped == "worse")
-                        bseeds.append(n)
-            if not confirmed_first:
-                confirmed_first = confirmed
-            lost = len(confirmed_first - confirmed)
-            out.append(Replay(level, w, wc, ww, statistics.fmean(wseeds) if wseeds else 0.0, b, bw,
-                              statistics.fmean(bseeds) if bseeds else 0.0, lost))
-    finally:
-        confirm.FUTILITY = before
-    return out
+    def one(level: float) -> tuple[Replay, set[tuple[str, str, tuple[float, ...]]]]:
+        w = wc = ww = b = bw = 0
+        wseeds, bseeds, confirmed = [], [], set()
+        for name, t in rows:
+            for order in itertools.permutations(t.values[:seeds]):
+                looks, stopped = sequential(list(order), [seeds], TOLERANCE, futility=level)
+                n = looks[-1].n if looks else seeds
+                if stopped == "within":
+                    confirmed.add((name, t.arm, order))
+                if t.mean >= -TOLERANCE:
+                    w, wc, ww = w + 1, wc + (stopped == "within"), ww + (stopped == "worse")
+                    wseeds.append(n)
+                else:
+                    b, bw = b + 1, bw + (stopped == "worse")
+                    bseeds.append(n)
+        return Replay(level, w, wc, ww, statistics.fmean(wseeds) if wseeds else 0.0, b, bw,
+                      statistics.fmean(bseeds) if bseeds else 0.0, 0), confirmed
+
+    runs = [one(level) for level in sorted(levels)]
+    first = runs[0][1] if runs else set()
+    return [dataclasses.replace(r, lost=len(first - confirmed)) for r, confirmed in runs]
 
 
-def section(result: list[Replay], rows: list[tuple[str, ArmTruth]], machine: str) -> list[str]:
+def stored_plans(regimes: list[str]) -> tuple[int, list[str]]:
+    """The stored plans' confirmations (``runs/plan-accuracy/<regime>/plan``) looked at again under the plan's own
+    rule: how many, and those whose seeds would stop elsewhere (a plan run under another level than today's)."""
+    from siftcli.plan.confirm import sequential
+
+    count, moved = 0, []
+    for name in regimes:
+        path = plan_folder(name, DEFAULT_BUDGET) / "plan.json"
+        if not path.exists():
+            continue
+        plan = json.loads(path.read_text())
+        for c in plan["confirmations"]:
+            values = c["versus"][0]["values"]
+            looks, stopped = sequential(values, plan.get("horizons") or [plan["seeds"]], plan["tolerance"],
+                                        len(plan["confirmations"]))
+            n = looks[-1].n if looks else len(values)
+            count += 1
+            if n != len(values) or (stopped or "open") != (c["stopped"] or "open"):
+                moved.append(f"{name}: `{c['arm']}` {c['stopped'] or 'open'} after {len(values)} seeds, now "
+                             f"{stopped or 'open'} after {n}")
+    return count, moved
+
+
+def section(result: list[Replay], rows: list[tuple[str, ArmTruth]], plans: tuple[int, list[str]], machine: str,
+            seeds: int = SEEDS) -> list[str]:
     from siftcli.plan.confirm import FUTILITY
 
     within = sum(1 for _, t in rows if t.mean >= -TOLERANCE)
     out = [f"## {TITLE}", "", f"`python -m benchmarks confirm-replay` (no training: the stored truths of {len({n for n, _ in rows})} "
            f"regimes; {machine}). {len(rows)} candidates predicted faster, {within} of them within the tolerance by "
-           f"their truth, each replayed over its 5 seeds in all 120 orders through the plan's sequential looks "
-           f"(tolerance {TOLERANCE:g}, --seeds {SEEDS}); the plan's level is {FUTILITY:g} (an {100 * (1 - FUTILITY):.0f}% "
+           f"their truth, each replayed over its {seeds} seeds in all {math.factorial(seeds)} orders through the plan's "
+           f"sequential looks (tolerance {TOLERANCE:g}, --seeds {seeds}); the plan's level is {FUTILITY:g} (an {100 * (1 - FUTILITY):.0f}% "
            "interval).",
            "",
            "| futility level (interval) | within: confirmed | within: called worse | within: mean seeds | "
@@ -106,6 +137,9 @@ def section(result: list[Replay], rows: list[tuple[str, ArmTruth]], machine: str
         out.append(f"| {r.level:g} ({100 * (1 - r.level):.0f}%) | {100 * r.within_confirmed / max(1, r.within_orders):.1f}% | "
                    f"{100 * r.within_worse / max(1, r.within_orders):.1f}% | {r.within_seeds:.2f} | "
                    f"{100 * r.beyond_worse / max(1, r.beyond_orders):.1f}% | {r.beyond_seeds:.2f} | {r.lost} |")
+    count, moved = plans
+    out += ["", f"The stored plans' {count} confirmations looked at again under the plan's level: "
+            + ("each stops where it stopped." if not moved else f"{len(moved)} would stop elsewhere: " + "; ".join(moved) + ".")]
     return out
 
 
@@ -116,9 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     at_root()
     from benchmarks.harness import machine, write_section
 
-    rows = candidates(opts.regime or list(REGIMES))
-    result = replay(rows, opts.levels)
-    lines = section(result, rows, machine())
+    regimes = opts.regime or list(REGIMES)
+    rows = candidates(regimes, opts.seeds)
+    lines = section(replay(rows, opts.levels, opts.seeds), rows, stored_plans(regimes), machine(), opts.seeds)
     print("\n".join(lines))
     write_section(Path(opts.out), TITLE, lines)
     print(f"wrote the section '{TITLE}' of {opts.out}")

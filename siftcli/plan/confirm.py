@@ -59,9 +59,9 @@ def look_alpha(n: int, horizons: list[int]) -> float:
     return 0.0
 
 
-def look(diffs: list[float], alpha: float, tolerance: float) -> Look:
+def look(diffs: list[float], alpha: float, tolerance: float, futility: float = FUTILITY) -> Look:
     """The paired differences' lower bound at level ``1 - alpha``: within when it lies above minus the tolerance; worse
-    when the look's own two-sided ``1 - FUTILITY`` interval lies below it; else open.
+    when the look's own two-sided ``1 - futility`` interval lies below it; else open.
 
     The bound is one-sided: the error the confirmation answers for is one way only (confirming a pick that loses more
     than the tolerance; a pick that wins by more than the interval says is no error), so the look spends all its
@@ -74,19 +74,21 @@ def look(diffs: list[float], alpha: float, tolerance: float) -> Look:
     se = statistics.stdev(diffs) / math.sqrt(n)
     half = float(t.ppf(1 - alpha, n - 1)) * se
     low, high = mean - half, mean + half
-    futile = mean + float(t.ppf(1 - FUTILITY / 2, n - 1)) * se
+    futile = mean + float(t.ppf(1 - futility / 2, n - 1)) * se
     says = "within" if low >= -tolerance else "worse" if futile < -tolerance else "open"
     return Look(n, alpha, mean, low, high, says)
 
 
-def sequential(diffs: list[float], horizons: list[int], tolerance: float, tested: int = 1) -> tuple[list[Look], str]:
+def sequential(diffs: list[float], horizons: list[int], tolerance: float, tested: int = 1,
+               futility: float = FUTILITY) -> tuple[list[Look], str]:
     """Every look over the seeds so far, and why the seeds stop ("" while they go on): the first look that is not open
     decides; at the last seed the horizon allows, an open look is inconclusive. ``tested``: how many candidates the
     confirmation holds against the baseline at once; each spends that share of the error (a union bound again), so the
-    chance that any of them is confirmed while losing more than the tolerance stays within it."""
+    chance that any of them is confirmed while losing more than the tolerance stays within it. ``futility``: the level
+    a look calls the pick worse at (``FUTILITY``; another only to replay the rule, ``benchmarks confirm-replay``)."""
     looks = []
     for n in range(2, len(diffs) + 1):
-        seen = look(diffs[:n], look_alpha(n, horizons) / max(1, tested), tolerance)
+        seen = look(diffs[:n], look_alpha(n, horizons) / max(1, tested), tolerance, futility)
         looks.append(seen)
         if seen.says != "open":
             return looks, seen.says
