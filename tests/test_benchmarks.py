@@ -266,6 +266,28 @@ def test_plan_accuracy_takes_the_plans_objective_on_the_truth_and_judges_a_pick_
     assert judge("baseline", "everything", [row("dedup", "dedup", -3.0, 0.6)], seeds, 1.0) == (True, False)
 
 
+def test_the_confirmable_truth_leaves_out_a_best_by_its_mean_that_no_five_seed_confirmation_could_confirm() -> None:
+    """compose's shape: the truth's best by the means is a subset at +1.1 ± 2.5 points (seeds from -5 to +9), which the
+    plan's own confirmation, fed those very seeds in any order, never calls within a 1-point tolerance; a steady
+    +1.5 ± 0.4 is confirmable. Against the confirmable truth "everything" is right where only the noisy one was best."""
+    from benchmarks.scripts.plan_accuracy import ArmTruth, best, confirmable, judge
+
+    def row(arm: str, family: str, values: list[float], ratio: float) -> ArmTruth:
+        mean = sum(values) / len(values)
+        return ArmTruth(arm, family, mean, 0.0, mean - 1, mean + 1, ratio, values)
+
+    noisy = row("target-only", "target-only", [-5.0, 9.0, 4.0, -4.0, 1.5], 0.27)
+    steady = row("train-less", "fewer-epochs", [1.0, 2.0, 1.5, 1.0, 2.0], 0.50)
+    assert best([noisy, steady], 1.0) is noisy  # the best metric within the tolerance is the fastest within 1 of it
+    assert confirmable([noisy, steady], 1.0) == [steady]
+    assert confirmable([noisy], 1.0) == []
+
+    seeds = [{"runs": {"target-only": {"metric": "accuracy", "final": {"accuracy": 0.8 + v / 100}},
+                       "baseline": {"metric": "accuracy", "final": {"accuracy": 0.8}}}} for v in noisy.values]
+    assert not judge("baseline", "everything", [noisy], seeds, 1.0)[0]  # by the means a subset paid
+    assert judge("baseline", "everything", [noisy], seeds, 1.0, among=confirmable([noisy], 1.0))[0]
+
+
 def test_the_screens_order_is_counted_against_the_truths_by_the_loss_and_by_accuracy() -> None:
     """Pairs of candidates screened at the screen's rung whose truths differ: how many each screen signal orders as the
     truth does (a tie at the screen counts half); candidates screened elsewhere or missing from the truth are left out."""
