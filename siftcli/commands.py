@@ -25,7 +25,7 @@ from siftcli.curate.pipeline import CurateResult, filter_pool, streamable
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.recipe.schema import Recipe, recipe_to_yaml
 from siftcli.report.html import report_html
-from siftcli.report.plots import write_plots
+from siftcli.report.plots import plots_wanted, write_plots
 from siftcli.report.trackers import open_trackers
 from siftcli.runio import (
     TABLE_KINDS,
@@ -204,7 +204,7 @@ def _filter_in_memory(recipe: Recipe, keep: float | None, dedup: float | None, p
 
 
 def _maybe_plot(run_dir: Path, runs: list[RunMetrics]) -> list[str]:
-    if not parallel.is_main():
+    if not parallel.is_main() or not plots_wanted():
         return []
     try:
         return [str(p) for p in write_plots(run_dir, runs)]

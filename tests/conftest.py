@@ -74,8 +74,11 @@ def tiny_recipe(tmp_path: Path, text_csv: Path):
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test its own reference cache: a test never reads another's references (or the user's)."""
+    """Each test its own reference cache: a test never reads another's references (or the user's). And no PNG plots
+    (``SIFTCLI_PLOTS=0``, inherited by the processes a test starts): drawing them cost every run about a second; the
+    tests of the plots turn them back on."""
     monkeypatch.setenv("SIFTCLI_CACHE", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("SIFTCLI_PLOTS", "0")
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,8 @@ def test_python_dash_m_runs() -> None:
     assert out.returncode == 0 and "compare" in out.stdout
 
 
-def test_train_writes_a_run_folder(tiny_recipe, tmp_path: Path) -> None:
+def test_train_writes_a_run_folder(tiny_recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SIFTCLI_PLOTS")  # the default: plots drawn (the suite turns them off)
     out = tmp_path / "run"
     result = runner.invoke(app, ["train", str(tiny_recipe()), "--output", str(out), "-q"])
     assert result.exit_code == 0, result.output
@@ -43,14 +44,16 @@ def test_train_writes_a_run_folder(tiny_recipe, tmp_path: Path) -> None:
 
 
 def test_train_no_sift_forces_the_baseline(tiny_recipe, tmp_path: Path) -> None:
-    out = tmp_path / "run"
+    out = tmp_path / "run"  # SIFTCLI_PLOTS=0 (the suite's): no PNG is drawn
     result = runner.invoke(app, ["train", str(tiny_recipe()), "--no-sift", "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["arm"] == "baseline" and metrics["samples_trained"] == metrics["raw_samples"]
+    assert (out / "metrics.json").exists() and not list(out.glob("*.png"))
 
 
-def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path) -> None:
+def test_compare_table_matches_compare_json(tiny_recipe, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIFTCLI_PLOTS", "1")
     out = tmp_path / "cmp"
     result = runner.invoke(app, ["compare", str(tiny_recipe()), "-o", str(out), "-q", "--equal-time"])
     assert result.exit_code == 0, result.output

@@ -67,8 +67,14 @@ def _metrics(folder: Path) -> dict:
 @pytest.mark.slow
 def test_sifted_zero_run_interrupted_on_one_rank_resumes_to_the_uninterrupted_weights(tmp_path: Path, text_csv: Path) -> None:
     # rank 1's losses are 100x smaller (dist_losses.skewed): against the one global ranking it keeps far fewer
+    from concurrent.futures import ThreadPoolExecutor
+
     recipe = str(_recipe(tmp_path, text_csv, loss="dist_losses:skewed", **{"optim.zero": True}))
-    full = torchrun("train", recipe, "-o", "full", "-q", cwd=tmp_path)
+    with ThreadPoolExecutor(2) as pool:  # the uninterrupted run and the interrupted one at once: 4 processes, 2 cores
+        running = pool.submit(torchrun, "train", recipe, "-o", "full", "-q", cwd=tmp_path)
+        # SIGTERM reaches rank 1 alone, inside its 5th training step: both ranks stop after that step, together
+        part = torchrun("train", recipe, "-o", "part", "-q", cwd=tmp_path, stop_at=1 + 5)  # after the warm-up's forward
+        full = running.result()
     assert full.returncode == 0, full.stderr[-3000:]
     m = _metrics(tmp_path / "full")
     par = m["parallel"]
@@ -80,8 +86,6 @@ def test_sifted_zero_run_interrupted_on_one_rank_resumes_to_the_uninterrupted_we
     assert m["samples_trained"] == r0["samples_trained"] + r1["samples_trained"]
     assert (tmp_path / "full" / "model" / "config.json").exists()
 
-    # SIGTERM reaches rank 1 alone, inside its 5th training step: both ranks stop after that step, together
-    part = torchrun("train", recipe, "-o", "part", "-q", cwd=tmp_path, stop_at=1 + 5)  # after the warm-up's forward
     assert part.returncode != 0
     assert part.stderr.count("siftcli: interrupted (SIGTERM)") == 1 and "torchrun, 2 processes" in part.stderr
     assert _metrics(tmp_path / "part")["status"] == "interrupted" and _metrics(tmp_path / "part")["optimizer_steps"] == 5

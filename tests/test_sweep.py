@@ -36,7 +36,9 @@ def _regression(tmp_path: Path, **changes):
 
 
 @pytest.mark.slow
-def test_budget_sweep_prunes_trials_early_and_answers_against_the_baseline_frontier(tmp_path: Path) -> None:
+def test_budget_sweep_prunes_trials_early_and_answers_against_the_baseline_frontier(tmp_path: Path,
+                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIFTCLI_PLOTS", "1")  # its sweep.png
     recipe = _regression(tmp_path)
     space, grid = parse_space(recipe, betas="0.25,0.5,1,2,4,8,16", beta_range=None, params=None)
     out, result = run_sweep(recipe, SweepSettings(space=space, grid=grid), output=str(tmp_path / "s"), jobs=0)

@@ -48,6 +48,7 @@ def test_a_comparison_round_trips_through_every_tracker(tiny_recipe, tmp_path: P
     for name in ("tensorboard", "mlflow", "wandb", "trackio"):
         pytest.importorskip(name)
     monkeypatch.chdir(tmp_path)  # MLflow keeps artifacts in ./mlruns beside a database store
+    monkeypatch.setenv("SIFTCLI_PLOTS", "1")  # the comparison's plots go to the trackers too
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")

@@ -270,8 +270,11 @@ def test_the_same_recipe_starts_from_the_same_weights_in_separate_processes(text
             "from siftcli.recipe.schema import validate_recipe; "
             "w = build_workload(validate_recipe(json.load(open(sys.argv[1])))); "
             "print(sum(float(v.double().abs().sum()) * (i + 1) for i, v in enumerate(w.model.state_dict().values())))")
-    sums = [subprocess.run([sys.executable, "-c", code, str(recipe)], capture_output=True, text=True, check=True).stdout
-            for _ in range(2)]
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(recipe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(2)]  # at once: two processes, each its own interpreter
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
+    sums = [out for out, _ in outs]
     assert sums[0] == sums[1] and float(sums[0]) > 0
 
 

@@ -11,6 +11,16 @@ from siftcli.runio import atomic_write
 from siftcli.training.record import RunMetrics
 
 COLORS = {"baseline": "#444444", "sifted": "#d62728", "equal-time": "#1f77b4", "random-keep": "#2ca02c"}
+#: ``SIFTCLI_PLOTS=0``: no PNG plots. Importing matplotlib and drawing a run's figures costs a process about 1.5 s on
+#: a 2-core CPU, more than a small run's training; a cluster's hundred jobs, or a test suite, read metrics.json instead.
+PLOTS_ENV = "SIFTCLI_PLOTS"
+
+
+def plots_wanted() -> bool:
+    """Whether runs, comparisons and sweeps draw their PNGs: unless ``SIFTCLI_PLOTS`` is ``0``."""
+    import os
+
+    return os.environ.get(PLOTS_ENV, "").strip() != "0"
 
 
 def write_plots(run_dir: Path, runs: list[RunMetrics]) -> list[Path]:

@@ -28,7 +28,7 @@ from siftcli.arms.run import run_one
 from siftcli.errors import RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
 from siftcli.recipe.reader import load_recipe
 from siftcli.recipe.schema import Recipe
-from siftcli.report.plots import write_sweep_plot
+from siftcli.report.plots import plots_wanted, write_sweep_plot
 from siftcli.runio import atomic_write_json, claim, read_json
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.space import distributions as space_distributions
@@ -105,8 +105,8 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     result = summarise_sweep(study, settings, sweep_dir, frontier, time.perf_counter() - started)
     atomic_write_json(sweep_dir / "sweep.json", result)
     try:
-
-        result["plot"] = str(write_sweep_plot(sweep_dir, result))
+        if plots_wanted():
+            result["plot"] = str(write_sweep_plot(sweep_dir, result))
     except ImportError:
         pass
     return sweep_dir, result
