@@ -46,7 +46,8 @@ SCRIPTS = {"free-scoring": "benchmarks.scripts.free_scoring",
            "overhead": "benchmarks.scripts.overhead", "library-shapes": "benchmarks.scripts.library_shapes",
            "plan-regimes": "benchmarks.scripts.plan_regimes", "curation": "benchmarks.scripts.curation",
            "sift-overhead": "benchmarks.scripts.sift_overhead", "plan-accuracy": "benchmarks.scripts.plan_accuracy",
-           "wsd-forks": "benchmarks.scripts.wsd_forks", "confirm-replay": "benchmarks.scripts.confirm_replay"}
+           "wsd-forks": "benchmarks.scripts.wsd_forks", "confirm-replay": "benchmarks.scripts.confirm_replay",
+           "truth-check": "benchmarks.scripts.truth_check"}
 
 
 def run_entry(entry: Entry, seeds: int, sets: list[str], *, fresh: bool = False) -> dict[str, Any]:
