@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.scripts.plan_accuracy import (
-    DEFAULT_BUDGET,
     REGIMES,
     ArmTruth,
     at_root,
-    plan_folder,
+    every_order,
+    plan_for,
     regimes_parser,
     truth_runs,
     truth_table,
@@ -71,15 +70,12 @@ def candidates(regimes: list[str], seeds: int = SEEDS) -> list[tuple[str, ArmTru
 def replay(rows: list[tuple[str, ArmTruth]], levels: list[float], seeds: int = SEEDS) -> list[Replay]:
     """Each level over every order of every candidate's first ``seeds`` seeds, through the plan's own looks; ``lost``
     counts the orders the smallest level confirmed and this one did not."""
-    from siftcli.plan.confirm import sequential
-
     def one(level: float) -> tuple[Replay, set[tuple[str, str, tuple[float, ...]]]]:
         w = wc = ww = b = bw = 0
         wseeds, bseeds, confirmed = [], [], set()
-        for name, t in rows:
-            for order in itertools.permutations(t.values[:seeds]):
-                looks, stopped = sequential(list(order), [seeds], TOLERANCE, futility=level)
-                n = looks[-1].n if looks else seeds
+        for name, t in rows:  # every_order's orders come in itertools.permutations' order
+            for order, (n, stopped) in zip(itertools.permutations(t.values[:seeds]),
+                                           every_order(t.values, seeds, TOLERANCE, level), strict=True):
                 if stopped == "within":
                     confirmed.add((name, t.arm, order))
                 if t.mean >= -TOLERANCE:
@@ -103,10 +99,9 @@ def stored_plans(regimes: list[str]) -> tuple[int, list[str]]:
 
     count, moved = 0, []
     for name in regimes:
-        path = plan_folder(name, DEFAULT_BUDGET) / "plan.json"
-        if not path.exists():
+        plan = plan_for(name, report_only=True)
+        if plan is None:
             continue
-        plan = json.loads(path.read_text())
         for c in plan["confirmations"]:
             values = c["versus"][0]["values"]
             looks, stopped = sequential(values, plan.get("horizons") or [plan["seeds"]], plan["tolerance"],

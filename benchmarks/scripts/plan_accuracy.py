@@ -137,32 +137,44 @@ def _recipe(name: str) -> Any:
 
 def truth_runs(name: str, seeds: int, report_only: bool) -> list[dict[str, Any]]:
     """Every candidate and the baseline, per seed (trained here unless a seed's file exists)."""
-    from siftcli.arms.run import run_arms
     from siftcli.plan.strategies import strategies
+
+    recipe = _recipe(name)
+    return seed_runs(name, ["baseline", *[c.arm for c in strategies(recipe)[0]]], seeds, report_only)
+
+
+def seed_runs(name: str, arms: list[str], seeds: int, report_only: bool, *, first: int = TRUTH_SEED,
+              kind: str = "truth") -> list[dict[str, Any]]:
+    """``arms`` (the baseline first) on ``seeds`` seeds from ``recipe.seed + first``, per seed, kept as
+    ``benchmarks/truths/<regime>/seed<N>.json`` (``kind`` "truth") or ``<kind>-seed<N>.json``, trained under
+    ``runs/plan-accuracy/<regime>/<kind>/`` unless the seed's file exists; an arm the file lacks is trained beside a
+    baseline of its own run. ``report_only``: only the stored seeds, up to the first one missing."""
+    from siftcli.arms.run import run_arms
     from siftcli.runio import atomic_write_json
     from siftcli.training.record import brief
 
     recipe = _recipe(name)
-    arms = ["baseline", *[c.arm for c in strategies(recipe)[0]]]
     out = []
     for i in range(seeds):
-        seed = recipe.seed + TRUTH_SEED + i
-        path = TRUTHS / name / f"seed{seed}.json"
-        if not path.exists() and (OUT / name / "truth" / f"seed{seed}.json").exists():  # measured before truths were kept
-            path = OUT / name / "truth" / f"seed{seed}.json"
+        seed = recipe.seed + first + i
+        path = TRUTHS / name / (f"seed{seed}.json" if kind == "truth" else f"{kind}-seed{seed}.json")
+        if not path.exists() and (OUT / name / kind / f"seed{seed}.json").exists():  # measured before truths were kept
+            path = OUT / name / kind / f"seed{seed}.json"
+        folder = OUT / name / kind / f"seed{seed}"
         if path.exists():
             record = json.loads(path.read_text())
             missing = [a for a in arms if a not in record["runs"]]
             if missing and not report_only:  # a candidate the list gained since: beside a baseline of its own run
-                runs = run_arms(recipe, ["baseline", *missing], [seed], OUT / name / "truth" / f"seed{seed}-more")[0]
+                more = folder.with_name(f"seed{seed}-more")
+                runs = run_arms(recipe, ["baseline", *missing], [seed], more)[0]
                 for arm in missing:
                     record["runs"][arm] = {**brief(runs[arm]), "paired_baseline": brief(runs["baseline"])}
                 atomic_write_json(path, record)
+                _drop_weights(more)
             out.append(record)
             continue
         if report_only:
             break
-        folder = OUT / name / "truth" / f"seed{seed}"
         if folder.exists():  # a seed stopped part-way (its arms are not resumable one by one): trained again whole
             shutil.rmtree(folder)
         runs = run_arms(recipe, arms, [seed], folder)[0]
@@ -227,23 +239,33 @@ def best(rows: list[ArmTruth], tolerance: float) -> ArmTruth | None:
 CONFIRMABLE = 0.5
 
 
+def every_order(values: list[float], seeds: int, tolerance: float, futility: float | None = None) -> list[tuple[int, str]]:
+    """The plan's confirmation (:func:`~siftcli.plan.confirm.sequential`) over every order of the first ``seeds``
+    paired differences (the plan's seeds are other draws, so no one order is the plan's): per order, the seeds it took
+    and why it stopped. ``futility``: the level a look calls the pick worse at (default the plan's)."""
+    import itertools
+
+    from siftcli.plan.confirm import FUTILITY, sequential
+
+    out = []
+    for order in itertools.permutations(values[:seeds]):
+        looks, stopped = sequential(list(order), [seeds], tolerance, futility=FUTILITY if futility is None else futility)
+        out.append((looks[-1].n if looks else seeds, stopped))
+    return out
+
+
 def confirmable(rows: list[ArmTruth], tolerance: float, seeds: int = SEEDS) -> list[ArmTruth]:
     """The truth candidates the plan's confirmation could itself confirm from the truth's own seeds: each run through
     :func:`~siftcli.plan.confirm.sequential` in every order of its first ``seeds`` seeds, kept when at least
     ``CONFIRMABLE`` of the orders end "within". The truth's best (:func:`best`) rests on means: a strategy at +1.1 ±
     2.5 points is its pick where no 5-seed confirmation at a 1-point tolerance can say "within", so no plan that only
     recommends what it confirmed can name it. :func:`best` over these is what such a plan can be right about."""
-    import itertools
-
-    from siftcli.plan.confirm import sequential
-
     out = []
     for r in rows:
         if len(r.values) < seeds:
             continue
-        orders = list(itertools.permutations(r.values[:seeds]))
-        within = sum(sequential(list(o), [seeds], tolerance)[1] == "within" for o in orders)
-        if within >= CONFIRMABLE * len(orders):
+        orders = every_order(r.values, seeds, tolerance)
+        if sum(stopped == "within" for _, stopped in orders) >= CONFIRMABLE * len(orders):
             out.append(r)
     return out
 

@@ -14,26 +14,22 @@ pick agrees with the truth over 10 seeds.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from benchmarks.scripts.plan_accuracy import (
     DEFAULT_BUDGET,
-    OUT,
     REGIMES,
     SEEDS,
     TRUTH_SEED,
-    TRUTHS,
     ArmTruth,
-    _drop_weights,
-    _recipe,
     at_root,
     best,
     judge,
     plan_for,
     regimes_parser,
+    seed_runs,
     truth_runs,
     truth_table,
 )
@@ -65,54 +61,24 @@ def close_calls(rows: list[ArmTruth], tolerance: float = TOLERANCE) -> list[str]
     return [r.arm for r in rows if r.mean >= -tolerance and r.ratio <= FASTER]
 
 
-def check_runs(name: str, arms: list[str], report_only: bool, seeds: int = SEEDS) -> list[dict[str, Any]]:
-    """The baseline and ``arms`` on the ``seeds`` seeds after the truth's, per seed (trained here unless stored)."""
-    from siftcli.arms.run import run_arms
-    from siftcli.runio import atomic_write_json
-    from siftcli.training.record import brief
-
-    recipe = _recipe(name)
-    out = []
-    for i in range(seeds):
-        seed = recipe.seed + TRUTH_SEED + SEEDS + i
-        path = TRUTHS / name / f"check-seed{seed}.json"
-        record = json.loads(path.read_text()) if path.exists() else None
-        missing = [a for a in ["baseline", *arms] if record is None or a not in record["runs"]]
-        if missing and not report_only:
-            folder = OUT / name / "check" / f"seed{seed}"
-            if record is None:
-                runs = run_arms(recipe, ["baseline", *arms], [seed], folder)[0]
-                record = {"seed": seed, "runs": {arm: brief(run) for arm, run in runs.items()}}
-            else:  # an arm the close calls gained since: beside a baseline of its own run
-                runs = run_arms(recipe, ["baseline", *missing], [seed], folder.with_name(f"seed{seed}-more"))[0]
-                record["runs"].update({a: {**brief(runs[a]), "paired_baseline": brief(runs["baseline"])} for a in missing})
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(path, record)
-            _drop_weights(folder.parent)
-        if record is None:
-            break
-        out.append(record)
-    return out
-
-
 def look_again(name: str, stored: list[dict[str, Any]], check: list[dict[str, Any]], plan: dict[str, Any] | None,
                tolerance: float = TOLERANCE) -> Check:
     """The close calls of ``stored`` (the truth's seeds) on each set of seeds and on both; the plan judged against the
     truth over both (among the close calls: the arms both sets trained)."""
     rows = truth_table(name, stored)
     arms = close_calls(rows, tolerance)
+    every = truth_table(name, stored + check) if check else []
 
-    def among(seeds: list[dict[str, Any]]) -> list[ArmTruth]:
-        return [r for r in truth_table(name, seeds) if r.arm in arms]
+    def among(table: list[ArmTruth]) -> list[ArmTruth]:
+        return [r for r in table if r.arm in arms]
 
-    both = among(stored + check) if check else []
+    both = among(every)
     agrees_stored = agrees_both = None
     if plan is not None and plan.get("status") == "completed":
         agrees_stored = judge(plan["pick"], plan["pick_family"], rows, stored, tolerance)[0]
         if check:
-            agrees_both = judge(plan["pick"], plan["pick_family"], truth_table(name, stored + check), stored + check,
-                                tolerance, among=both)[0]
-    return Check(name, arms, among(stored), among(check) if check else [], both,
+            agrees_both = judge(plan["pick"], plan["pick_family"], every, stored + check, tolerance, among=both)[0]
+    return Check(name, arms, among(rows), among(truth_table(name, check)) if check else [], both,
                  None if plan is None else plan.get("pick"), agrees_stored, agrees_both)
 
 
@@ -161,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if not opts.report_only:
             REGIMES[name].prepare()
-        check = check_runs(name, arms, opts.report_only, opts.seeds)
+        check = seed_runs(name, ["baseline", *arms], opts.seeds, opts.report_only, first=TRUTH_SEED + SEEDS, kind="check")
         checks.append(look_again(name, stored, check, plan_for(name, True, DEFAULT_BUDGET)))
         print(f"truth-check: {name}: {len(check)} more seeds of {len(arms)} close calls", flush=True)
     lines = section(checks, machine())
