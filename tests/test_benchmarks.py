@@ -343,6 +343,12 @@ def test_confirm_replay_counts_a_losers_seeds_and_a_good_picks_wrong_stops_at_ea
     assert strict.within_confirmed == loose.within_confirmed == 120 and loose.within_worse == 0 and loose.lost == 0
     assert strict.beyond_worse == loose.beyond_worse == 120
     assert loose.beyond_seeds == 2.0 < strict.beyond_seeds
+    assert strict.within_favoured == loose.within_favoured == loose.beyond_favoured == 0  # nothing left inconclusive
+    # a close call (compose's target-only, +3.50 ± 2.64) is inconclusive in every order and favoured at 80%, not 95%
+    close = ArmTruth("target-only", "target-only", 3.5, 2.64, -3.8, 10.8, 0.26, [2.8, -1.3, 8.0, -2.9, 10.9])
+    edge = ArmTruth("filter", "filter", -1.2, 1.5, -5.4, 3.0, 0.5, [0.5, -4.0, 1.5, -3.5, -0.5])
+    strict, loose = replay([("x", close), ("x", edge)], [0.05, 0.2])
+    assert loose.within_favoured == 120 and strict.within_favoured == 0 and loose.beyond_favoured == 0
 
 
 def test_a_truths_time_ratio_is_the_median_over_seeds_so_one_seed_timed_on_a_busy_machine_moves_it_little(

@@ -18,7 +18,7 @@ from siftcli.arms.table import check_arms
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.plan import costs
-from siftcli.plan.record import Confirmation, PlanRecord, Versus
+from siftcli.plan.record import Confirmation, PlanRecord, Versus, load_record
 from siftcli.plan.run import PlanSettings, run_plan
 from siftcli.plan.settings import split_eval
 from siftcli.plan.strategies import strategies
@@ -309,6 +309,74 @@ def test_the_sequential_rule_keeps_its_error_rate_where_the_pick_is_exactly_at_t
     assert either / 2000 <= 0.05
 
 
+def test_an_inconclusive_pick_whose_seeds_lean_within_the_tolerance_is_the_answer_said_to_be_unconfirmed() -> None:
+    """compose: ``target-only`` at +3.50 ± 2.64 over 5 seeds and 0.26 of the time was inconclusive (the confirming
+    bound spends its alpha over every look) and the answer was "train on everything"; its 10-seed truth is the regime's
+    best. Its seeds' 80% interval lies within the tolerance: favoured, answered with "not confirmed". A confirmed pick
+    and the exact teacher cache come before a favoured one; a pick whose interval reaches below the tolerance is not
+    favoured."""
+    from siftcli.plan.confirm import lean, sequential
+    from siftcli.plan.record import Candidate
+
+    compose = [2.8, -1.3, 8.0, -2.9, 10.9]
+    looks, stopped = sequential(compose, [5], 1.0)
+    assert stopped == "inconclusive" and looks[-1].low < -1.0
+    leaning = lean(compose, 1.0)
+    assert leaning.says == "favoured" and leaning.low >= -1.0 and leaning.alpha == pytest.approx(0.2)
+    assert lean(compose, 1.0, tested=2).low < leaning.low  # two picks at once: a wider interval each
+    assert lean([0.5, -2.5, 1.0, -3.0, 0.2], 1.0).says == "open"  # -0.76 ± 0.8: could be beyond the tolerance
+    v = Versus("baseline", 3.5, 2.64, 5, (-3.83, 10.83), compose)
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, baseline_seconds=10.0,
+                        candidates=[Candidate("target-only", "target-only", "", 0.26)])
+    record.confirmations = [Confirmation("target-only", [1, 2, 3, 4, 5], [0.5] * 5, [0.46] * 5, 0.26, 20.0, [v], False,
+                                         stopped="inconclusive", lean=leaning)]
+    conclude(record)
+    assert record.pick == "target-only" and record.pick_evidence == "favoured" and record.pick_versus_baseline == v
+    assert "favoured, not confirmed" in record.answer and "--seeds 8" in record.answer and "confirmed after" not in record.answer
+    from siftcli.plan.view import plan_html, stopping
+
+    assert "favoured, not confirmed (80% interval -0.55 to +7.55)" in stopping(record.confirmations[0])
+    assert "favoured, not confirmed" in plan_html(record)
+    # the record says so after a round trip through plan.json (and a record written before it loads)
+    saved = dataclasses.asdict(record)
+    assert load_record(json.loads(json.dumps(saved))).confirmations[0].favoured
+    old = {**saved, "confirmations": [{k: w for k, w in saved["confirmations"][0].items() if k != "lean"}]}
+    old.pop("pick_evidence")
+    assert not load_record(old).confirmations[0].favoured
+    # not leaning: training on everything, as before
+    record.confirmations[0].lean = lean([0.5, -2.5, 1.0, -3.0, 0.2], 1.0)
+    conclude(record)
+    assert record.pick == "baseline" and record.pick_evidence == "" and "inconclusive after 5 seeds" in record.answer
+    # a confirmed pick comes first, though the favoured one is faster
+    record.confirmations[0].lean = leaning
+    sure = Versus("baseline", 0.5, 0.2, 3, (-0.3, 1.3), [0.4, 0.6, 0.5])
+    record.candidates.append(Candidate("dedup", "dedup", "", 0.8))
+    record.confirmations.append(Confirmation("dedup", [1, 2, 3], [0.5] * 3, [0.5] * 3, 0.8, 9.0, [sure], True,
+                                             stopped="within"))
+    conclude(record)
+    assert record.pick == "dedup" and record.pick_evidence == "confirmed"
+    assert "beside it, target-only" in record.answer and "favoured" in record.answer
+
+
+def test_a_pick_at_the_tolerance_s_edge_is_favoured_in_at_most_a_tenth_of_plans() -> None:
+    """Simulated paired differences whose true mean is -1 point (the tolerance's edge): the plans that end inconclusive
+    and favoured are at most 10% (the interval's lower side, one-sided 90%), and at most 10% for either of two picks
+    confirmed together."""
+    import random
+
+    from siftcli.plan.confirm import lean, sequential
+
+    rng = random.Random(1)
+    favoured = either = 0
+    for _ in range(2000):
+        diffs = [-1.0 + rng.gauss(0, 1.5) for _ in range(5)]
+        favoured += sequential(diffs, [5], 1.0)[1] == "inconclusive" and lean(diffs, 1.0).says == "favoured"
+        pair = [[-1.0 + rng.gauss(0, 1.5) for _ in range(5)] for _ in range(2)]
+        either += any(sequential(d, [5], 1.0, tested=2)[1] == "inconclusive" and lean(d, 1.0, tested=2).says == "favoured"
+                      for d in pair)
+    assert 0.02 < favoured / 2000 <= 0.10 and either / 2000 <= 0.10
+
+
 def test_the_confirming_bound_is_one_sided() -> None:
     """Only a pick that loses more than the tolerance is an error, so each look spends its whole alpha below: a subset
     5 seeds at +9.2 ± 2.8 points (the relevance regime's ``target-only``) is confirmed, where
@@ -535,6 +603,7 @@ def test_an_inconclusive_confirmation_is_extended_by_a_resumed_plan_with_more_se
     monkeypatch.setattr(search, "learned", lambda *a: True)  # the first rung said something (the tiny model's cannot)
 
     monkeypatch.setattr(confirm, "look", lambda diffs, alpha, tol, *futility: Look(len(diffs), alpha, 0.0, -5.0, 5.0, "open"))
+    monkeypatch.setattr(confirm, "lean", lambda diffs, tol, *rest: Look(len(diffs), 0.2, 0.0, -5.0, 5.0, "open"))  # not favoured
     # the pick's seconds do not decide here: on the tiny recipe a dedup that keeps nearly every row takes about its
     # baseline's time, and two seeds over 0.95 of it would stop the seeds as "slower" (its own test) on a busy machine
     monkeypatch.setattr(confirm, "FASTER", math.inf)

@@ -7,10 +7,12 @@ regime (``benchmarks/truths/<regime>/seed<N>.json``: 5 seeds paired with the bas
 predicted faster (at most 0.95 of the baseline's time) is run through :func:`~siftcli.plan.confirm.sequential` as the
 plan would see it, its 5 seeds in every order (120 orders each: the plan's seeds are other draws, so no one order is
 the plan's). Reported per level: for the candidates whose truth is within the tolerance, the share of orders confirmed,
-called worse, left inconclusive, and the mean seeds; for those beyond it, the share called worse and the mean seeds
-(what a loser costs, each seed a full baseline run and the pick's). The confirming rule is the plan's own at every level;
-only the futility level changes. The stored plans' confirmations (``runs/plan-accuracy/<regime>/plan``) are looked
-at again under the plan's level: each should stop where it stopped.
+called worse, favoured (inconclusive at the last seed, its seeds' interval at that level within the tolerance:
+:func:`~siftcli.plan.confirm.lean`), and the mean seeds; for those beyond it, the share called worse, the share
+favoured (an answer that loses more than the tolerance) and the mean seeds (what a loser costs, each seed a full
+baseline run and the pick's). The confirming rule is the plan's own at every level; only the futility level changes.
+The stored plans' confirmations (``runs/plan-accuracy/<regime>/plan``) are looked at again under the plan's level:
+each should stop where it stopped.
 
     python -m benchmarks confirm-replay [--regime long ...] [--levels 0.05 0.1 0.2 0.3]
 """
@@ -49,9 +51,11 @@ class Replay:
     within_orders: int  # orders of candidates whose truth is within the tolerance
     within_confirmed: int
     within_worse: int
+    within_favoured: int  # inconclusive, and favoured by the interval at this level
     within_seeds: float  # mean seeds those orders took
     beyond_orders: int
     beyond_worse: int
+    beyond_favoured: int
     beyond_seeds: float
     lost: int  # orders confirmed at the smallest level and not at this one
 
@@ -70,21 +74,25 @@ def candidates(regimes: list[str], seeds: int = SEEDS) -> list[tuple[str, ArmTru
 def replay(rows: list[tuple[str, ArmTruth]], levels: list[float], seeds: int = SEEDS) -> list[Replay]:
     """Each level over every order of every candidate's first ``seeds`` seeds, through the plan's own looks; ``lost``
     counts the orders the smallest level confirmed and this one did not."""
+    from siftcli.plan.confirm import lean
+
     def one(level: float) -> tuple[Replay, set[tuple[str, str, tuple[float, ...]]]]:
-        w = wc = ww = b = bw = 0
+        w = wc = ww = wf = b = bw = bf = 0
         wseeds, bseeds, confirmed = [], [], set()
         for name, t in rows:  # every_order's orders come in itertools.permutations' order
+            leaning = lean(t.values[:seeds], TOLERANCE, futility=level).says == "favoured"  # the same in every order
             for order, (n, stopped) in zip(itertools.permutations(t.values[:seeds]),
                                            every_order(t.values, seeds, TOLERANCE, level), strict=True):
                 if stopped == "within":
                     confirmed.add((name, t.arm, order))
+                favoured = stopped == "inconclusive" and leaning
                 if t.mean >= -TOLERANCE:
-                    w, wc, ww = w + 1, wc + (stopped == "within"), ww + (stopped == "worse")
+                    w, wc, ww, wf = w + 1, wc + (stopped == "within"), ww + (stopped == "worse"), wf + favoured
                     wseeds.append(n)
                 else:
-                    b, bw = b + 1, bw + (stopped == "worse")
+                    b, bw, bf = b + 1, bw + (stopped == "worse"), bf + favoured
                     bseeds.append(n)
-        return Replay(level, w, wc, ww, statistics.fmean(wseeds) if wseeds else 0.0, b, bw,
+        return Replay(level, w, wc, ww, wf, statistics.fmean(wseeds) if wseeds else 0.0, b, bw, bf,
                       statistics.fmean(bseeds) if bseeds else 0.0, 0), confirmed
 
     runs = [one(level) for level in sorted(levels)]
@@ -125,13 +133,15 @@ def section(result: list[Replay], rows: list[tuple[str, ArmTruth]], plans: tuple
            f"sequential looks (tolerance {TOLERANCE:g}, --seeds {seeds}); the plan's level is {FUTILITY:g} (an {100 * (1 - FUTILITY):.0f}% "
            "interval).",
            "",
-           "| futility level (interval) | within: confirmed | within: called worse | within: mean seeds | "
-           "beyond: called worse | beyond: mean seeds | confirmed at the first level, not here |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+           "| futility level (interval) | within: confirmed | within: called worse | within: favoured | within: mean seeds | "
+           "beyond: called worse | beyond: favoured | beyond: mean seeds | confirmed at the first level, not here |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in result:
         out.append(f"| {r.level:g} ({100 * (1 - r.level):.0f}%) | {100 * r.within_confirmed / max(1, r.within_orders):.1f}% | "
-                   f"{100 * r.within_worse / max(1, r.within_orders):.1f}% | {r.within_seeds:.2f} | "
-                   f"{100 * r.beyond_worse / max(1, r.beyond_orders):.1f}% | {r.beyond_seeds:.2f} | {r.lost} |")
+                   f"{100 * r.within_worse / max(1, r.within_orders):.1f}% | "
+                   f"{100 * r.within_favoured / max(1, r.within_orders):.1f}% | {r.within_seeds:.2f} | "
+                   f"{100 * r.beyond_worse / max(1, r.beyond_orders):.1f}% | "
+                   f"{100 * r.beyond_favoured / max(1, r.beyond_orders):.1f}% | {r.beyond_seeds:.2f} | {r.lost} |")
     count, moved = plans
     out += ["", f"The stored plans' {count} confirmations looked at again under the plan's level: "
             + ("each stops where it stopped." if not moved else f"{len(moved)} would stop elsewhere: " + "; ".join(moved) + ".")]

@@ -373,7 +373,9 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
              "interval of pick minus best reaches -1 point, its time ratio within 0.1). 'Screen': the rung the "
              "candidates were screened at and whether the baseline had learned there ('undecided': no screened "
              "candidate said anything, the answer is 'train on everything' for want of evidence). Costs are in the "
-             "plan's own baseline runs: deciding = the search, whole = with the confirmation.", "",
+             "plan's own baseline runs: deciding = the search, whole = with the confirmation. A pick 'favoured, not "
+             "confirmed' was inconclusive at its last confirming seed with its seeds' 80% interval above -1 point; "
+             "'exact': the teacher cache, the baseline's own results.", "",
              "'Screen order': of the pairs of candidates screened at that rung whose truths differ, how many the "
              "screen put in the truth's order by the validation loss (what it ranks by) and by accuracy.", "",
              "'Confirmable truth': the best (the same rule) among the candidates the plan's own confirmation would "
@@ -383,7 +385,7 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
              "deciding cost | whole cost | confirming seeds (stopped) | screen order: loss / accuracy | "
              "confirmable truth | agrees with it |",
              "|---|---|---|---|---|---|---|---|---:|---:|---|---|---|---|"]
-    right = counted = harmful_n = undecided = reachable = 0
+    right = counted = harmful_n = undecided = reachable = favoured = 0
     by_signal = by_metric = all_pairs = 0.0
     deciding, whole = [], []
     for name, (rows, seeds, plan) in results.items():
@@ -414,9 +416,11 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
         by_signal, by_metric, all_pairs = by_signal + sig, by_metric + met, all_pairs + pairs
         order_cell = f"{sig:g} / {met:g} of {pairs}" if pairs else "—"
         undecided += blind
+        favoured += plan.get("pick_evidence") == "favoured"
         rung = (f"{plan.get('screen_fidelity', 0.125):.2f}, " + ("learned" if plan.get("screen_learned", True) else
                                                                 "untrained") + (" (undecided)" if blind else ""))
-        lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | {rung} | `{plan['pick']}` | "
+        how = {"favoured": " (favoured, not confirmed)", "exact": " (exact)"}.get(plan.get("pick_evidence", ""), "")
+        lines.append(f"| {name} | {REGIMES[name].about} | {_cell(truth)} | {rung} | `{plan['pick']}`{how} | "
                      f"{'—' if mine is None else f'{mine.mean:+.2f} ± {mine.se:.2f} at {mine.ratio:.2f}'} | "
                      f"{'yes' if agrees else 'no'} | {'yes' if harmful else 'no'} | {d:.2f} | {w:.2f} | {seeds_cell} | "
                      f"{order_cell} | {_cell(best(sure, plan['tolerance']))} | {'yes' if reached else 'no'} |")
@@ -428,7 +432,8 @@ def section(results: dict[str, tuple[list[ArmTruth], list[dict[str, Any]], dict[
                       f"{max(whole):.2f} (median {statistics.median(whole):.2f})."
                       + (f" The screen's order agreed with the truth's in {by_signal:g} of {all_pairs:g} pairs by the "
                          f"validation loss and {by_metric:g} by accuracy." if all_pairs else "")
-                      + f" Against the confirmable truths: {reachable} of {counted} right.", ""]
+                      + f" Against the confirmable truths: {reachable} of {counted} right."
+                      + (f" Favoured, not confirmed: {favoured} of the picks." if favoured else ""), ""]
     for name, (rows, seeds, plan) in results.items():
         lines += [f"### {name} (`recipes/benchmarks/plan/{REGIMES[name].recipe}`)", "",
                   f"Truth over {len(seeds)} seeds:", "", "| arm | family | vs baseline (points) | 95% interval | time ratio |",

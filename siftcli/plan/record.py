@@ -105,7 +105,8 @@ class Look:
     mean: float
     low: float
     high: float
-    says: str  # within (the interval lies above -tolerance), worse (below it), open
+    says: str  # within (the interval lies above -tolerance), worse (below it), open; the last seed's lean reading:
+    #            favoured (its interval lies above -tolerance) or open
 
 
 @dataclass
@@ -123,6 +124,12 @@ class Confirmation:
     looks: list[Look] = field(default_factory=list)
     stopped: str = ""  # why the seeds stopped: within, worse, slower (every seed over FASTER of the baseline's time),
     #                    failed, or inconclusive at the last seed
+    lean: Look | None = None  # an inconclusive confirmation read at the futility interval (confirm.lean)
+
+    @property
+    def favoured(self) -> bool:
+        """Inconclusive at the last seed, its seeds' ``1 - FUTILITY`` interval wholly within the tolerance."""
+        return self.lean is not None and self.lean.says == "favoured"
 
 
 @dataclass
@@ -166,6 +173,8 @@ class PlanRecord:
     pick_versus_baseline: Versus | None = None
     payback_runs: float | None = None  # training runs after which the plan has paid for itself
     answer: str = ""
+    pick_evidence: str = ""  # confirmed; favoured (inconclusive, its seeds' interval leaning within: not confirmed);
+    #                          exact (the teacher cache: the baseline's results); "" for training on everything
     recipe_out: str | None = None
     data_out: str | None = None
     storage: str = ""  # the Optuna storage URL shared with other machines ("": a journal file in the plan folder)
@@ -181,6 +190,8 @@ def load_record(data: dict[str, Any]) -> PlanRecord:
 
     candidates = [Candidate(**{**c, "trials": [Trial(**t) for t in c["trials"]]}) for c in data["candidates"]]
     confirmations = [Confirmation(**{**c, "versus": [paired(v) for v in c["versus"]],
-                                     "looks": [Look(**k) for k in c.get("looks", [])]}) for c in data["confirmations"]]
+                                     "looks": [Look(**k) for k in c.get("looks", [])],
+                                     "lean": Look(**c["lean"]) if c.get("lean") else None})
+                     for c in data["confirmations"]]
     return PlanRecord(**{**data, "candidates": candidates, "skipped": [Skipped(**k) for k in data["skipped"]],
                          "confirmations": confirmations, "pick_versus_baseline": paired(data.get("pick_versus_baseline"))})

@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 def conclude(record: PlanRecord) -> None:
-    """The confirmed pick when it is faster, or training on everything, with why; its cost, and after how many runs the
-    plan pays."""
+    """The confirmed pick when it is faster; else the exact one (the teacher cache) when it pays; else a favoured pick
+    (inconclusive at the last seed, its seeds leaning within the tolerance: :func:`~siftcli.plan.confirm.lean`), said to
+    be unconfirmed; else training on everything, with why. Its cost, and after how many runs the plan pays."""
     ok = chosen(record)
     cost = record.search_seconds + record.confirm_seconds
     exact = searching.exact_pick(record)
@@ -32,6 +33,7 @@ def conclude(record: PlanRecord) -> None:
         ratio = costs.full_time(exact, unit) / unit if unit else 1.0
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = \
             exact.arm, exact.family, ratio, None
+        record.pick_evidence = "exact"
         saving = unit * (1 - ratio)
         record.payback_runs = cost / saving if saving > 0 else None
         also = (f" (faster than {ok[0].arm}, confirmed at {ok[0].time_ratio:.2f} of the time)" if ok else
@@ -39,8 +41,11 @@ def conclude(record: PlanRecord) -> None:
         record.answer = (f"{exact.family}: {exact.arm}, the baseline's training at {ratio:.2f} of its time (priced from "
                          f"the baseline's own job); its results are the baseline's, so there is nothing to confirm{also}")
         return
+    confirmed = bool(ok)
+    ok = ok or chosen(record, favoured=True)
     if not ok:
         record.pick, record.pick_family, record.pick_time_ratio, record.pick_versus_baseline = "baseline", "everything", 1.0, None
+        record.pick_evidence = ""
         record.payback_runs = None
         screened = [c for c in record.candidates if c.trials]
         if not screened and not record.confirmations:
@@ -64,26 +69,36 @@ def conclude(record: PlanRecord) -> None:
     family = next(c.family for c in record.candidates if c.arm == best.arm)
     record.pick, record.pick_family, record.pick_time_ratio = best.arm, family, best.time_ratio
     record.pick_versus_baseline = best.versus[0]
+    record.pick_evidence = "confirmed" if confirmed else "favoured"
     saving = (record.baseline_seconds or 0.0) * (1 - best.time_ratio)
     record.payback_runs = cost / saving if saving > 0 else None
     record.answer = (f"{family}: {best.arm} at {best.time_ratio:.2f} of the baseline's time, "
-                     f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it, confirmed after "
-                     f"{len(best.seeds)} seeds")
+                     f"{best.versus[0].mean:+.2f} ± {best.versus[0].se:.2f} points against it, " +
+                     (f"confirmed after {len(best.seeds)} seeds" if confirmed else _favoured(best, record.tolerance)))
     others = [c for c in record.confirmations if c is not best]
     if others:  # a tie confirmed beside it: what it found too
         record.answer += " (beside it, " + "; ".join(_confirmed(c) for c in others) + ")"
 
 
-def chosen(record: PlanRecord) -> list[Confirmation]:
+def chosen(record: PlanRecord, favoured: bool = False) -> list[Confirmation]:
     """The confirmed picks that pay (within the tolerance, faster), the answer first: the plan's own objective (the
     truths' too) on the confirmation's paired means: the best against the baseline, and among those within the
-    tolerance of it, the fastest."""
-    ok = [c for c in record.confirmations if c.within_tolerance and c.time_ratio <= searching.FASTER]
+    tolerance of it, the fastest. ``favoured``: the favoured picks instead (inconclusive, leaning within)."""
+    ok = [c for c in record.confirmations if (c.favoured if favoured else c.within_tolerance) and
+          c.time_ratio <= searching.FASTER]
     if len(ok) < 2:
         return ok
     top = max(c.versus[0].mean for c in ok)
     near = sorted((c for c in ok if c.versus[0].mean >= top - record.tolerance), key=lambda c: c.time_ratio)
     return near + sorted((c for c in ok if c not in near), key=lambda c: -c.versus[0].mean)
+
+
+def _favoured(c: Confirmation, tolerance: float) -> str:
+    lean = c.lean
+    assert lean is not None
+    return (f"favoured, not confirmed: after {len(c.seeds)} seeds its {100 * (1 - lean.alpha):.0f}% interval "
+            f"({lean.low:+.2f} to {lean.high:+.2f}) lies above -{tolerance:g}, the tolerance, where its confirming "
+            f"bound did not; `siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds to confirm it")
 
 
 def confirmed_line(record: PlanRecord) -> str:
@@ -101,6 +116,9 @@ def _confirmed(c: Confirmation) -> str:
                      f"{searching.FASTER:g})"}.get(
         c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "
                    f"`siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds")
+    if c.favoured:
+        assert c.lean is not None
+        why += f" (favoured: its {100 * (1 - c.lean.alpha):.0f}% interval {c.lean.low:+.2f} to {c.lean.high:+.2f})"
     return f"{said}, {why}"
 
 

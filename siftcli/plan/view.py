@@ -69,7 +69,8 @@ def stopping(c: Confirmation) -> str:
     return {"within": "within the tolerance", "worse": "worse than the tolerance", "failed": "a run failed",
             "slower": "not faster than the baseline",
             "inconclusive": "inconclusive at the last seed", "": "running"}.get(c.stopped, c.stopped) + \
-        f" after {len(c.seeds)} seeds{at}"
+        f" after {len(c.seeds)} seeds{at}" + (f"; favoured, not confirmed ({100 * (1 - c.lean.alpha):.0f}% interval "
+                                              f"{c.lean.low:+.2f} to {c.lean.high:+.2f})" if c.favoured and c.lean else "")
 
 
 def plan_view(record: PlanRecord, folder: str) -> Group:
