@@ -221,13 +221,18 @@ def truth_table(name: str, seeds: list[dict[str, Any]]) -> list[ArmTruth]:
     return rows
 
 
-def best(rows: list[ArmTruth], tolerance: float) -> ArmTruth | None:
-    """The plan's objective on the truth's means: within the tolerance and faster (at most ``FASTER`` of the baseline's
-    time, the plan's own rule); the best metric; the fastest of those within the tolerance of it. None: train on
-    everything."""
+def within(rows: list[ArmTruth], tolerance: float) -> list[ArmTruth]:
+    """The truth's candidates that pay: within the tolerance of the baseline by their means and faster (at most
+    ``FASTER`` of the baseline's time, the plan's own rule), the ones its best is chosen among."""
     from siftcli.plan.search import FASTER
 
-    ok = [r for r in rows if r.mean >= -tolerance and r.ratio <= FASTER]
+    return [r for r in rows if r.mean >= -tolerance and r.ratio <= FASTER]
+
+
+def best(rows: list[ArmTruth], tolerance: float) -> ArmTruth | None:
+    """The plan's objective on the truth's means: among the candidates :func:`within` the tolerance and faster, the
+    best metric; the fastest of those within the tolerance of it. None: train on everything."""
+    ok = within(rows, tolerance)
     if not ok:
         return None
     top = max(r.mean for r in ok)

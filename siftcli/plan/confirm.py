@@ -63,6 +63,17 @@ def look_alpha(n: int, horizons: list[int]) -> float:
     return 0.0
 
 
+def _spread(diffs: list[float], quantile: float) -> tuple[float, float]:
+    """The paired differences' mean and the Student-t half-width at ``quantile`` (infinite with one difference)."""
+    from scipy.stats import t
+
+    n, mean = len(diffs), statistics.fmean(diffs)
+    if n < 2:
+        return mean, math.inf
+    se = statistics.stdev(diffs) / math.sqrt(n)
+    return mean, float(t.ppf(quantile, n - 1)) * se
+
+
 def look(diffs: list[float], alpha: float, tolerance: float, futility: float = FUTILITY) -> Look:
     """The paired differences' lower bound at level ``1 - alpha``: within when it lies above minus the tolerance; worse
     when the look's own two-sided ``1 - futility`` interval lies below it; else open.
@@ -72,15 +83,11 @@ def look(diffs: list[float], alpha: float, tolerance: float, futility: float = F
     ``alpha`` on the lower side. A two-sided interval spent half of it on an upper bound nothing reads: with 5 seeds a
     subset at +9.1 ± 2.6 points stayed "inconclusive" (the relevance regime's ``target-only``, whose truth is +15). The
     record's ``high`` mirrors ``low`` (the two-sided interval at ``1 - 2 alpha``), for reading only."""
-    from scipy.stats import t
-
-    n, mean = len(diffs), statistics.fmean(diffs)
-    se = statistics.stdev(diffs) / math.sqrt(n)
-    half = float(t.ppf(1 - alpha, n - 1)) * se
+    mean, half = _spread(diffs, 1 - alpha)
     low, high = mean - half, mean + half
-    futile = mean + float(t.ppf(1 - futility / 2, n - 1)) * se
+    futile = mean + _spread(diffs, 1 - futility / 2)[1]
     says = "within" if low >= -tolerance else "worse" if futile < -tolerance else "open"
-    return Look(n, alpha, mean, low, high, says)
+    return Look(len(diffs), alpha, mean, low, high, says)
 
 
 def lean(diffs: list[float], tolerance: float, tested: int = 1, futility: float = FUTILITY) -> Look:
@@ -98,14 +105,10 @@ def lean(diffs: list[float], tolerance: float, tested: int = 1, futility: float 
     tolerance is favoured at most 10% of the time (confirmed at most 5%); the answer says which it is. Replayed over
     every truth candidate's 5 seeds in every order (``python -m benchmarks confirm-replay``), no candidate beyond the
     tolerance is favoured in any order."""
-    from scipy.stats import t
-
-    n, mean = len(diffs), statistics.fmean(diffs)
-    se = statistics.stdev(diffs) / math.sqrt(n) if n > 1 else math.inf
     alpha = futility / max(1, tested)
-    half = float(t.ppf(1 - alpha / 2, n - 1)) * se if n > 1 else math.inf
+    mean, half = _spread(diffs, 1 - alpha / 2)
     low, high = mean - half, mean + half
-    return Look(n, alpha, mean, low, high, "favoured" if low >= -tolerance else "open")
+    return Look(len(diffs), alpha, mean, low, high, "favoured" if low >= -tolerance else "open")
 
 
 def sequential(diffs: list[float], horizons: list[int], tolerance: float, tested: int = 1,

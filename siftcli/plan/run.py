@@ -16,7 +16,7 @@ from siftcli.arms.context import evaluation_warning, prepare
 from siftcli.errors import RunFault, RunInterrupted, SiftcliError, first_line, restore_sigterm, sigterm_as_interrupt
 from siftcli.plan.phases import Plan
 from siftcli.plan.record import PlanRecord, load_record
-from siftcli.plan.settings import PlanSettings, decidable, eval_rows
+from siftcli.plan.settings import MAX_SEEDS, PlanSettings, decidable, eval_rows
 from siftcli.plan.strategies import strategies
 from siftcli.plan.study import DEFAULT_STUDY, PlanStudy
 from siftcli.plan.trials import Trials, drop_forks, machine_fault
@@ -156,9 +156,9 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
 
 def _extend(record: PlanRecord, seeds: int, folder: str) -> None:
     """More confirming seeds for a resumed plan: only more than it has, only while its confirmation is undecided."""
-    if not record.seeds < seeds <= 50:
+    if not record.seeds < seeds <= MAX_SEEDS:
         raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the plan confirms up to {record.seeds} seeds already; "
-                           f"give more (at most 50) to extend it, or leave --seeds out to resume it as it was")
+                           f"give more (at most {MAX_SEEDS}) to extend it, or leave --seeds out to resume it as it was")
     decided = [c for c in record.confirmations if c.stopped in ("within", "worse", "slower", "failed")]
     if decided and len(decided) == len(record.confirmations):
         raise SiftcliError(f"--seeds {seeds} with --resume {folder}: the confirmation already stopped ({decided[0].arm}: "

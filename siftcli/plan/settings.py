@@ -16,6 +16,8 @@ import torch
 from siftcli.arms.context import evaluation_warning
 from siftcli.errors import SiftcliError
 
+#: The most paired seeds a confirmation takes (``--seeds``, and a resumed plan's extension).
+MAX_SEEDS = 50
 #: Seeds the split of the evaluation rows into validation and evaluation halves (apart from every training seed).
 SPLIT_SEED = 15_485_863
 
@@ -67,8 +69,9 @@ class PlanSettings:
         if not tolerance == tolerance or not 0 <= tolerance <= 100:
             raise SiftcliError(f"--tolerance {tolerance}: expected metric points from 0 to 100 (how far below the "
                                "baseline a cheaper strategy may end and still be picked)")
-        if not 2 <= seeds <= 50:
-            raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to 50 paired seeds (5 for an accuracy claim)")
+        if not 2 <= seeds <= MAX_SEEDS:
+            raise SiftcliError(f"--seeds {seeds}: the confirmation needs 2 to {MAX_SEEDS} paired seeds (5 for an accuracy "
+                               "claim)")
         if not 1 <= workers <= 64:
             raise SiftcliError(f"--workers {workers}: expected 1 to 64 processes on this machine")
         if study is not None and not study.strip():

@@ -12,8 +12,9 @@ from siftcli.plan import confirm as confirming
 from siftcli.plan import costs
 from siftcli.plan import search as searching
 from siftcli.plan.record import Confirmation, PlanRecord
+from siftcli.plan.settings import MAX_SEEDS
 from siftcli.plan.strategies import online_recipe
-from siftcli.plan.view import screen_note
+from siftcli.plan.view import lean_note, screen_note
 from siftcli.recipe.schema import Recipe, ReferenceSpec, recipe_to_yaml
 from siftcli.runio import atomic_write_text, write_table
 
@@ -98,7 +99,12 @@ def _favoured(c: Confirmation, tolerance: float) -> str:
     assert lean is not None
     return (f"favoured, not confirmed: after {len(c.seeds)} seeds its {100 * (1 - lean.alpha):.0f}% interval "
             f"({lean.low:+.2f} to {lean.high:+.2f}) lies above -{tolerance:g}, the tolerance, where its confirming "
-            f"bound did not; `siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds to confirm it")
+            f"bound did not; {_more_seeds(c)} adds seeds to confirm it")
+
+
+def _more_seeds(c: Confirmation) -> str:
+    """The command that extends ``c``'s confirmation by three seeds (at most ``MAX_SEEDS``)."""
+    return f"`siftcli plan --resume DIR --seeds {min(MAX_SEEDS, len(c.seeds) + 3)}`"
 
 
 def confirmed_line(record: PlanRecord) -> str:
@@ -115,10 +121,10 @@ def _confirmed(c: Confirmation) -> str:
            "within": f"within the tolerance but not faster ({c.time_ratio:.2f} of the time, over "
                      f"{searching.FASTER:g})"}.get(
         c.stopped, f"inconclusive after {len(c.seeds)} seeds: neither within nor beyond the tolerance; "
-                   f"`siftcli plan --resume DIR --seeds {min(50, len(c.seeds) + 3)}` adds seeds")
+                   f"{_more_seeds(c)} adds seeds")
     if c.favoured:
         assert c.lean is not None
-        why += f" (favoured: its {100 * (1 - c.lean.alpha):.0f}% interval {c.lean.low:+.2f} to {c.lean.high:+.2f})"
+        why += f" (favoured: its {lean_note(c.lean)})"
     return f"{said}, {why}"
 
 

@@ -6,7 +6,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from siftcli.plan.record import SHORT_JOB_SECONDS, Confirmation, PlanRecord
+from siftcli.plan.record import SHORT_JOB_SECONDS, Confirmation, Look, PlanRecord
 from siftcli.report.tables import show_value
 from siftcli.tasks import METRICS
 
@@ -62,6 +62,11 @@ def screen_note(record: PlanRecord) -> str:
             f"{record.untrained_metric:.3f}; the baseline {probes}){said}")
 
 
+def lean_note(lean: Look) -> str:
+    """A favoured pick's interval, in words (:func:`~siftcli.plan.confirm.lean`)."""
+    return f"{100 * (1 - lean.alpha):.0f}% interval {lean.low:+.2f} to {lean.high:+.2f}"
+
+
 def stopping(c: Confirmation) -> str:
     """Why the confirmation's seeds stopped, and after how many, in words."""
     last = c.looks[-1] if c.looks else None
@@ -69,8 +74,8 @@ def stopping(c: Confirmation) -> str:
     return {"within": "within the tolerance", "worse": "worse than the tolerance", "failed": "a run failed",
             "slower": "not faster than the baseline",
             "inconclusive": "inconclusive at the last seed", "": "running"}.get(c.stopped, c.stopped) + \
-        f" after {len(c.seeds)} seeds{at}" + (f"; favoured, not confirmed ({100 * (1 - c.lean.alpha):.0f}% interval "
-                                              f"{c.lean.low:+.2f} to {c.lean.high:+.2f})" if c.favoured and c.lean else "")
+        f" after {len(c.seeds)} seeds{at}" + (f"; favoured, not confirmed ({lean_note(c.lean)})" if c.favoured and c.lean
+                                              else "")
 
 
 def plan_view(record: PlanRecord, folder: str) -> Group:
