@@ -18,7 +18,7 @@ from siftcli.arms.table import check_arms
 from siftcli.cli import app
 from siftcli.errors import RunInterrupted, SiftcliError
 from siftcli.plan import costs
-from siftcli.plan.record import Confirmation, PlanRecord, Versus, load_record
+from siftcli.plan.record import Candidate, Confirmation, PlanRecord, Trial, Versus, load_record
 from siftcli.plan.run import PlanSettings, run_plan
 from siftcli.plan.settings import split_eval
 from siftcli.plan.strategies import strategies
@@ -1015,6 +1015,53 @@ def test_the_search_stops_training_candidates_once_its_budget_is_spent(tmp_path:
     monkeypatch.setattr(plan_trials.Trials, "run", run)
     _, record = run_plan(load_recipe(_recipe(tmp_path)), PlanSettings(budget=30, seeds=2), output=str(tmp_path / "p"))
     assert len([a for a, split in seen if a != "baseline" and split == "validation"]) == 1
-    skipped = [c for c in record.candidates if c.outcome.startswith("over budget: not run: the search's budget was spent")]
+    skipped = [c for c in record.candidates if c.outcome.startswith("over budget: not run: the search's budget would be spent")]
     assert skipped and all(t.status == "skipped" for c in skipped for t in c.trials)
     assert record.search_seconds > search.BUDGET_SLACK * record.search_budget_seconds  # the one job that ran over
+
+
+def test_no_search_job_is_trained_whose_prediction_would_take_the_search_past_its_slack(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """Every candidate's job takes 2 s, many times what the plan predicts for it (a busy machine the first probe did
+    not see): the guard adds each job's prediction, scaled by how far the finished jobs ran over theirs, to what was
+    spent, so the search ends within 10% of its budget, where checking only what was spent before a job let one job
+    take it to 1.16; the candidates it did not reach say so."""
+    from siftcli.plan import search
+    from siftcli.plan import trials as plan_trials
+
+    real, seen = plan_trials.Trials.run, []
+
+    def run(self, job, root, baseline, on_event):  # noqa: ANN001, ANN202
+        result = real(self, job, root, baseline, on_event)
+        seen.append(job)
+        if job.split == "validation" and job.arm != "baseline":
+            return dataclasses.replace(result, seconds=2.0)
+        return result
+
+    monkeypatch.setattr(plan_trials.Trials, "run", run)
+    _, record = run_plan(load_recipe(_recipe(tmp_path)), PlanSettings(budget=2, seeds=2), output=str(tmp_path / "p"))
+    assert record.search_budget_seconds == costs.MIN_BUDGET_SECONDS  # a tiny recipe: the budget's floor, 10 s
+    assert record.search_seconds <= search.BUDGET_SLACK * record.search_budget_seconds
+    trained = [j for j in seen if j.arm != "baseline" and j.split == "validation"]
+    skipped = [c for c in record.candidates if "would be spent" in c.outcome]
+    assert trained and skipped  # some ran, the rest are listed as not reached
+    assert all(t.status == "skipped" for c in skipped for t in c.trials)
+
+
+def test_a_candidates_prediction_is_scaled_by_how_far_the_baselines_ran_over_theirs() -> None:
+    """The guard's prediction: the plan's own times how far the finished jobs ran over theirs (the drift, never below
+    1: a fast machine does not lend the budget seconds); a candidate trained at a lower rung from that trial alone
+    (measured on the machine as it is)."""
+    from siftcli.plan import search
+
+    record = PlanRecord("running", "r", "accuracy", 2, 1.0, 5, validation_rows=400, epochs=1, baseline_seconds=80.0,
+                        candidates=[Candidate("target-only", "target-only", "", 0.5)])
+    first = _result(0, "baseline", 1 / 8, 0.8, 10.0, train_seconds=10.0)
+    assert search.drift(record, {0: first}) == 1.0
+    slow = _result(search.SCREENING, "baseline", 1 / 8, 0.8, 15.0, seed=search.NOISE_SEED, train_seconds=15.0)
+    assert search.drift(record, {0: first, 1: slow}) == pytest.approx(1.25)
+    job = search.Job(search.SCREENING, "target-only", 1 / 4, 0, "validation")
+    assert search.job_prediction(record, {0: first, 1: slow}, job) == pytest.approx(80 * 0.25 * 0.5 * 1.25)
+    record.candidates[0].trials = [Trial("target-only", 1 / 4, 6.0, 0.8, 0.8, 0.6, "complete")]
+    rung2 = search.Job(search.PROMOTING, "target-only", 1 / 2, 0, "validation")
+    assert search.job_prediction(record, {0: first, 1: slow}, rung2) == pytest.approx(12.0)

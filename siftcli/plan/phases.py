@@ -95,15 +95,20 @@ class Plan:
         budget = self.record.search_budget_seconds
         return None if budget is None else budget - self.record.search_seconds
 
-    def over_budget(self, job: Any) -> str | None:
-        """Why a candidate's search job is not trained (None: it is): the search has spent more than
-        ``searching.BUDGET_SLACK`` of its budget, its jobs having run over their predictions (a busy machine). Baselines
-        always train (the rungs need them); the candidates not reached are listed as such, never dropped silently."""
+    def over_budget(self, job: Any, done: dict[int, Result]) -> str | None:
+        """Why a candidate's search job is not trained (None: it is): with its predicted seconds
+        (:func:`~siftcli.plan.search.job_prediction`) the search would spend more than ``searching.BUDGET_SLACK`` of
+        its budget (its jobs ran over their predictions: a busy machine, a unit predicted short). Checking what was spent
+        before a job let one job take the search to 1.16 of its budget. Baselines always train (the rungs need them);
+        the candidates not reached are listed as such, never dropped silently."""
         budget, spent = self.record.search_budget_seconds, self.record.search_seconds
-        if job.arm == "baseline" or not searching.is_search(job.phase) or budget is None or \
-                spent <= searching.BUDGET_SLACK * budget:
+        if job.arm == "baseline" or not searching.is_search(job.phase) or budget is None:
             return None
-        return f"{searching.SKIPPED}: the search's budget was spent ({spent:.0f} s of {budget:.0f} s) before it ran"
+        predicted = searching.job_prediction(self.record, done, job)
+        if spent + predicted <= searching.BUDGET_SLACK * budget:
+            return None
+        return (f"{searching.SKIPPED}: the search's budget would be spent ({spent:.0f} s of {budget:.0f} s spent, "
+                f"{predicted:.0f} s predicted for it)")
 
     def phase_jobs(self, phase: int) -> tuple[list[Any], PlannerNotes]:
         """The jobs of ``phase``, from the finished ones (run by the one process that claims the phase)."""
@@ -186,11 +191,11 @@ class Plan:
 
     def _train(self, trial: Any, index: int) -> None:
         job = self.study.jobs()[index]
-        over = self.over_budget(job)
-        if over is not None:  # not trained: the search spent its budget (and its slack) on the jobs before it
+        done, _ = self.refresh() if searching.is_search(job.phase) else self.study.results()
+        over = self.over_budget(job, done)
+        if over is not None:  # not trained: it would take the search past its budget and its slack
             self.study.finish(trial, Result(job, 0.0, None, over), None)
             return
-        done, _ = self.study.results()
         rung = {searching.SCREENING: self.record.screen_fidelity,
                 searching.PROMOTING: self.record.promotion_fidelity}.get(job.phase, job.fidelity)
         base = searching.find(done, "baseline", rung, job.seed, job.split)  # the baseline it is held against

@@ -19,8 +19,9 @@ short to tell" (:attr:`Trial.informative`) unless it beat that baseline, never d
 
 The unit of cost is one full baseline run: predicted from the first probe (its training clock scaled up to the whole
 schedule) until the confirmation trains one, measured after. A job is queued only while its prediction fits the
-budget; a candidate that does not fit is listed with its predicted cost, never left out silently, and once jobs that
-ran over their predictions have spent 10% beyond the budget no more candidates train (``BUDGET_SLACK``).
+budget; a candidate that does not fit is listed with its predicted cost, never left out silently; and a candidate's
+job whose prediction (scaled by how far the search's jobs ran over theirs: :func:`drift`) would take the search 10% beyond
+its budget is not trained (``BUDGET_SLACK``), and says so.
 
 Every function here is a decision on data (the record, the finished jobs); :mod:`siftcli.plan.trials` trains a job and
 :mod:`siftcli.plan.study` shares them between processes, so several machines follow the same rules on the same study.
@@ -57,8 +58,8 @@ SCREEN = 1 / 8
 #: scored below the untrained level and counted as evidence against it. Training less is the baseline at fewer steps:
 #: at as many steps as the baseline it would be the baseline, so it stays at the rung (and is no evidence there).
 STEP_MATCHED = ("filter", "dedup", "dedup+filter", "target-only", "online")
-#: The search stops training candidates once it has spent this share of its budget (jobs run over their predictions
-#: on a busy machine); what it did not reach is listed as such.
+#: The search trains no candidate's job that its prediction says would take it beyond this share of its budget (jobs
+#: run over their predictions: a busy machine, a unit predicted short); what it did not reach is listed as such.
 BUDGET_SLACK = 1.1
 #: What a search job not trained for want of budget records as its error (and the outcome says).
 SKIPPED = "not run"
@@ -381,6 +382,47 @@ def screen_jobs(record: PlanRecord, seed: int, spent_so_far: float) -> tuple[lis
         else:
             over[c.arm] = cost
     return jobs, over
+
+
+def drift(record: PlanRecord, results: dict[int, Result]) -> float:
+    """How far the search's finished jobs ran over what the plan predicts for them (:func:`planned_seconds`, a
+    reference's build left out of both), on average, never below 1: the unit is predicted from the first probe, and
+    where it underestimates a run (*long*: 11.2 s predicted, 14.0 s measured), or the machine is busier than when the
+    probe ran, every prediction is short alike."""
+    ratios = []
+    for r in results.values():
+        if not is_search(r.job.phase) or not r.run:
+            continue
+        predicted = planned_seconds(record, r.job, True)
+        build = float((r.run.get("reference") or {}).get("build_seconds") or 0.0)
+        if predicted > 0:
+            ratios.append(max(0.0, r.seconds - build) / predicted)
+    return max(1.0, statistics.fmean(ratios)) if ratios else 1.0
+
+
+def planned_seconds(record: PlanRecord, job: Job, reference_paid: bool) -> float:
+    """A search job's seconds as the plan predicts them: a baseline's from the unit, a candidate's from its trials
+    below this rung or its structure (:func:`predicted_cost`)."""
+    if job.arm == "baseline":
+        return job_cost(record, job.fidelity)
+    c = next((c for c in record.candidates if c.arm == job.arm), None)
+    if c is None:
+        return 0.0
+    return predicted_cost(c, record.baseline_seconds or 0.0, job.fidelity, reference_paid, record.setup_seconds,
+                          record.epochs)
+
+
+def job_prediction(record: PlanRecord, results: dict[int, Result], job: Job) -> float:
+    """A search job's predicted seconds, as the budget's guard reads them before training it: the plan's prediction
+    (its reference paid once another candidate's job built it, or at rung 2) scaled by :func:`drift`, unless it comes
+    from the candidate's own trial at a lower rung (measured on this machine as it is: scaled again it would count the
+    over-run twice)."""
+    c = next((c for c in record.candidates if c.arm == job.arm), None)
+    paid = c is None or c.reference is None or job.phase != SCREENING or any(
+        o.arm != c.arm and o.reference == c.reference and any(t.status == "complete" for t in o.trials)
+        for o in record.candidates)
+    measured = c is not None and any(t.status == "complete" and t.fidelity < job.fidelity for t in c.trials)
+    return planned_seconds(record, job, paid) * (1.0 if measured else drift(record, results))
 
 
 def screen_room(room: float, reserve: float) -> float:
