@@ -37,6 +37,7 @@ INTERRUPTED = "interrupted"
 REPLACES = "siftcli_replaces"  # on an interrupted trial's copy: the number of the trial it runs again
 SURPLUS = "siftcli_surplus"  # a fresh trial asked for after the study's count was spent (a race lost): failed, not counted
 RECIPE = "siftcli_recipe_sha256"
+RECIPE_DUMP = "siftcli_recipe"  # the recipe the study started with, every field (:func:`same_recipe`)
 #: How long an interrupted trial without its copy yet counts as running: :func:`requeue` fails it, then queues the copy,
 #: and a machine counting in between must not end its sweep; past this, its process died in between (counted as before).
 REQUEUE_SECONDS = 30.0
@@ -46,13 +47,47 @@ STALE_SECONDS = 120.0
 SETTINGS = "siftcli_settings"
 
 
+def recipe_dump(recipe: Any) -> dict[str, Any]:
+    """The recipe as trained, every field with its value (defaults included), ``report_to`` left out: where a run is
+    also logged does not make two machines' recipes differ."""
+    return recipe.model_dump(mode="json", exclude={"report_to"})
+
+
 def recipe_sha256(recipe: Any) -> str:
-    """What a frontier and a study are keyed by: the recipe as trained, so where a run is also logged (``report_to``)
-    does not make two machines' recipes differ."""
+    """What a frontier and a study are keyed by: :func:`recipe_dump`, hashed."""
     import yaml
 
-    return hashlib.sha256(yaml.safe_dump(recipe.model_dump(mode="json", exclude={"report_to"}), sort_keys=False)
-                          .encode()).hexdigest()
+    return hashlib.sha256(yaml.safe_dump(recipe_dump(recipe), sort_keys=False).encode()).hexdigest()
+
+
+def same_recipe(sha256: str, started: dict[str, Any] | None, recipe: Any) -> bool:
+    """Whether ``recipe`` is the one a study or frontier was started with (its hash ``sha256`` and, where kept, its
+    dump ``started``): the same hash, or the same fields and values but for fields a later siftcli added, each at its
+    default (what the recipe file says of a field is not enough: a plan's saved ``recipe.yaml`` writes every field).
+    The hash covers every default, so without the dump a recipe file left untouched would read as changed once
+    siftcli gained a field, and ``--resume`` (what a plan's answer tells the user to run for more seeds) would refuse
+    it; a default whose value changed is still a change."""
+    if sha256 == recipe_sha256(recipe):
+        return True
+    if not isinstance(started, dict):
+        return False
+    return _grown_only(started, recipe_dump(recipe), recipe.model_dump(mode="json", exclude_defaults=True))
+
+
+def _grown_only(old: Any, new: Any, changed: Any) -> bool:
+    """``new`` equals ``old`` but for keys ``old`` lacks, none of them in ``changed`` (the fields off their defaults)."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return old == new
+    changed = changed if isinstance(changed, dict) else {}
+    if any(k not in new for k in old):  # a field siftcli no longer has: the recipe is read otherwise now
+        return False
+    for k, value in new.items():
+        if k not in old:
+            if k in changed:
+                return False
+        elif not _grown_only(old[k], value, changed.get(k)):
+            return False
+    return True
 
 
 def die_with_parent() -> None:
@@ -189,10 +224,10 @@ def _create_tables(optuna: Any, url: str, attempts: int = 5) -> None:
             time.sleep(0.5 * (attempt + 1))  # the winner's transaction commits meanwhile
 
 
-def join(study: Any, recipe_sha256: str, shared: dict[str, Any], keys: tuple[str, ...]) -> bool:
-    """Record this study's recipe and settings, or check that a machine joining it uses the same ones (``keys``: the
-    settings that must agree). True for the one process that started the study (a sweep's queues its grid), decided by
-    who created ``NAME:founder`` first."""
+def join(study: Any, recipe: Any, shared: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Record this study's recipe (its hash and its dump: :func:`same_recipe`) and settings, or check that a machine
+    joining it uses the same ones (``keys``: the settings that must agree). True for the one process that started the
+    study (a sweep's queues its grid), decided by who created ``NAME:founder`` first."""
     optuna = optuna_module()
     try:
         optuna.create_study(storage=study._storage, study_name=f"{study.study_name}:founder")
@@ -201,13 +236,14 @@ def join(study: Any, recipe_sha256: str, shared: dict[str, Any], keys: tuple[str
         founder = False
     if founder:
         study.set_user_attr(SETTINGS, shared)
-        study.set_user_attr(RECIPE, recipe_sha256)
+        study.set_user_attr(RECIPE_DUMP, recipe_dump(recipe))
+        study.set_user_attr(RECIPE, recipe_sha256(recipe))
         return True
     attrs = study.user_attrs
     if RECIPE not in attrs:  # the founder is writing them this moment
         time.sleep(1.0)
         attrs = study.user_attrs
-    if attrs.get(RECIPE, recipe_sha256) != recipe_sha256:
+    if RECIPE in attrs and not same_recipe(attrs[RECIPE], attrs.get(RECIPE_DUMP), recipe):
         raise SiftcliError(f"--study {study.study_name}: this study was started with another recipe; give the same recipe "
                            "on every machine, or another --study name")
     differ = [k for k in keys if k in attrs.get(SETTINGS, shared) and attrs.get(SETTINGS, shared).get(k) != shared.get(k)]

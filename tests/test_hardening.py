@@ -192,12 +192,29 @@ def test_plan_resume_refuses_options_it_would_ignore(tmp_path: Path, args: list[
     _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path), *args]), expected)
 
 
+def _as_an_older_siftcli_started_it(folder: Path) -> None:
+    """The plan's study as a siftcli without ``optim.warmup_fraction`` would have started it (its hash and dump)."""
+    import hashlib
+
+    from siftcli import studies
+    from siftcli.plan.study import DEFAULT_STUDY, PlanStudy
+
+    ps = PlanStudy("", folder, DEFAULT_STUDY, True)
+    dump = ps.study.user_attrs[studies.RECIPE_DUMP]
+    del dump["optim"]["warmup_fraction"]
+    ps.study.set_user_attr(studies.RECIPE_DUMP, dump)
+    ps.study.set_user_attr(studies.RECIPE, hashlib.sha256(yaml.safe_dump(dump, sort_keys=False).encode()).hexdigest())
+
+
 def test_a_plan_resumed_after_its_recipe_was_edited_says_so(tmp_path: Path) -> None:
     out = runner.invoke(app, ["plan", _plan_recipe(tmp_path), "--budget", "1.5", "--seeds", "2", "-q", "-o",
                               str(tmp_path / "p")])
     assert out.exit_code == 0, out.output
     saved = tmp_path / "p" / "recipe.yaml"
     original = saved.read_text()
+    _as_an_older_siftcli_started_it(tmp_path / "p")  # a field siftcli gained since, at its default: the same recipe
+    out = runner.invoke(app, ["plan", "--resume", str(tmp_path / "p"), "-q"])
+    assert out.exit_code == 0, out.output
     saved.write_text(original.replace("epochs: 2", "epochs: 3"))
     _one_line_error(runner.invoke(app, ["plan", "--resume", str(tmp_path / "p")]),
                     "recipe.yaml changed since the plan started")

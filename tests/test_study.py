@@ -15,6 +15,7 @@ import yaml
 
 from siftcli import studies
 from siftcli.errors import SiftcliError
+from siftcli.recipe.schema import validate_recipe
 from siftcli.sweep.settings import SweepSettings
 from siftcli.sweep.study import SHARED, open_study
 from tests.conftest import tiny_recipe_dict
@@ -103,12 +104,49 @@ def test_two_machines_share_one_postgresql_study_and_one_survives_being_killed(p
 def test_a_machine_with_another_recipe_or_other_settings_is_refused(tmp_path: Path) -> None:
     settings = SweepSettings(study="s", trials=4)
     study = open_study(settings, tmp_path, True, None)
-    assert studies.join(study, "abc", settings.shared(), SHARED) is True
-    assert studies.join(study, "abc", settings.shared(), SHARED) is False  # a second machine joins
+    recipe = validate_recipe(tiny_recipe_dict(tmp_path / "d.jsonl"))
+    other = validate_recipe(tiny_recipe_dict(tmp_path / "d.jsonl", epochs=3))
+    assert studies.join(study, recipe, settings.shared(), SHARED) is True
+    assert studies.join(study, recipe, settings.shared(), SHARED) is False  # a second machine joins
     with pytest.raises(SiftcliError, match="started with another recipe"):
-        studies.join(study, "def", settings.shared(), SHARED)
+        studies.join(study, other, settings.shared(), SHARED)
     with pytest.raises(SiftcliError, match=r"other settings \(trials\)"):
-        studies.join(study, "abc", SweepSettings(study="s", trials=5).shared(), SHARED)
+        studies.join(study, recipe, SweepSettings(study="s", trials=5).shared(), SHARED)
+
+
+def _older(dump: dict, path: tuple[str, ...]) -> tuple[str, dict]:
+    """A recipe's hash and dump as a siftcli without the field at ``path`` wrote them."""
+    import copy
+    import hashlib
+
+    old = copy.deepcopy(dump)
+    node = old
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    return hashlib.sha256(yaml.safe_dump(old, sort_keys=False).encode()).hexdigest(), old
+
+
+def test_a_recipe_is_the_same_after_siftcli_gains_a_field_it_does_not_set(tmp_path: Path) -> None:
+    """The hash covers every default, so a recipe file left untouched hashed otherwise once siftcli gained a field and
+    ``--resume`` refused it: the dump the study started with tells a new field at its default (the same recipe) from
+    a value that changed, a new field off its default, or a field that went away (another recipe)."""
+    recipe = validate_recipe(tiny_recipe_dict(tmp_path / "d.jsonl"))
+    dump = studies.recipe_dump(recipe)
+    assert studies.same_recipe(studies.recipe_sha256(recipe), None, recipe)
+    sha, old = _older(dump, ("optim", "warmup_fraction"))  # a field the recipe leaves at its default
+    assert sha != studies.recipe_sha256(recipe)
+    assert not studies.same_recipe(sha, None, recipe)  # a study without the dump (written before it was kept)
+    assert studies.same_recipe(sha, old, recipe)
+    base = tiny_recipe_dict(tmp_path / "d.jsonl")
+    spelled = validate_recipe({**base, "optim": {**base["optim"], "warmup_fraction": dump["optim"]["warmup_fraction"]}})
+    assert studies.same_recipe(sha, old, spelled)  # written out at its default (a plan's saved recipe writes them all)
+    other = validate_recipe({**base, "optim": {**base["optim"], "warmup_fraction": 0.3}})
+    assert not studies.same_recipe(sha, old, other)  # the new field off its default: not what the study trained
+    changed = validate_recipe(tiny_recipe_dict(tmp_path / "d.jsonl", epochs=3))
+    assert not studies.same_recipe(sha, old, changed)
+    gone = {**dump, "retired": 1}
+    assert not studies.same_recipe("0" * 64, gone, recipe)  # a field this siftcli no longer has
 
 
 def test_a_silent_machines_trial_is_queued_again_once(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ class Frontier(TypedDict):
 
     points: list[BaselinePoint]
     recipe_sha256: str
+    recipe: NotRequired[dict[str, Any]]  # the recipe it was trained for, every field (``siftcli.studies.same_recipe``)
     max_resource: NotRequired[int]  # raw batches of the full run: the pruner's ceiling
     complete: NotRequired[bool]  # in the study only: every point trained
 

@@ -41,7 +41,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
     ``extend_seeds``: a confirmation left inconclusive goes on up to that many seeds, on the alpha its schedule kept
     for an extension)."""
     from siftcli import studies
-    from siftcli.studies import check_journal, recipe_sha256
+    from siftcli.studies import check_journal
 
     emit = on_event or (lambda kind, data: None)
     t0 = time.perf_counter()
@@ -85,7 +85,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
     record.validation_rows, record.evaluation_rows = len(rows["validation"]), len(rows["evaluation"])
     wall_before = record.wall_seconds
     ps = PlanStudy(record.storage, folder, record.study, metric(record.metric).higher_is_better)
-    if resume and ps.recorded_recipe() not in (None, recipe_sha256(recipe)):
+    if resume and not ps.started_with(recipe):
         raise SiftcliError(f"--resume {resume}: {folder / 'recipe.yaml'} changed since the plan started (the plan's "
                            "finished jobs were trained on the recipe it had); put the original back, or start a new plan "
                            "with the edited recipe")
@@ -99,7 +99,7 @@ def run_plan(recipe: Recipe | None, settings: PlanSettings | None = None, *, out
                                f"put those back (to confirm over more seeds: --resume {resume} --seeds N)")
     if extend_seeds is not None:
         ps.extend(record.seeds)
-    ps.join(recipe_sha256(recipe), {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
+    ps.join(recipe, {"budget": record.budget, "tolerance": record.tolerance, "seeds": record.seeds})
     ps.recover(resumed=bool(resume))
     coarse = evaluation_warning(first)
     if coarse is not None:

@@ -74,9 +74,9 @@ class PlanStudy:
         self._lock = threading.Lock()
 
     # -- joining -----------------------------------------------------------------------------------------------------
-    def join(self, recipe_sha256: str, settings: dict[str, Any]) -> None:
+    def join(self, recipe: Any, settings: dict[str, Any]) -> None:
         """Record the recipe and settings, or refuse a process that brings other ones."""
-        studies.join(self.study, recipe_sha256, settings, SHARED)
+        studies.join(self.study, recipe, settings, SHARED)
 
     def extend(self, seeds: int) -> None:
         """A resumed plan confirms up to ``seeds`` now: the study's shared settings say so, for every machine joining."""
@@ -88,9 +88,12 @@ class PlanStudy:
         """The shared settings the study was started with (empty before any process joined it)."""
         return dict(self.study.user_attrs.get(studies.SETTINGS, {}))
 
-    def recorded_recipe(self) -> str | None:
-        """The SHA-256 of the recipe the study was started with (None before any process joined it)."""
-        return self.study.user_attrs.get(studies.RECIPE)
+    def started_with(self, recipe: Any) -> bool:
+        """Whether ``recipe`` is the one the study was started with (:func:`siftcli.studies.same_recipe`; True before
+        any process joined it)."""
+        attrs = self.study.user_attrs
+        return studies.RECIPE not in attrs or studies.same_recipe(attrs[studies.RECIPE], attrs.get(studies.RECIPE_DUMP),
+                                                                  recipe)
 
     def recover(self, resumed: bool) -> None:
         """Queue again the trials whose owner went silent (and, resumed, the ones this folder left running)."""

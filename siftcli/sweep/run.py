@@ -87,7 +87,7 @@ def run_sweep(recipe: Recipe | None, settings: SweepSettings | None, *, output: 
     try:
         higher = metric(recipe.resolved_metric).higher_is_better
         study = open_study(settings, sweep_dir, higher, None)
-        if studies.join(study, studies.recipe_sha256(recipe), settings.shared(), SHARED):
+        if studies.join(study, recipe, settings.shared(), SHARED):
             # the machine that started the study queues the grid and the replays, once, before the frontier: another
             # machine, which waits for the frontier, finds the queue full when it starts asking
             for params in settings.enqueue + grid_points(settings):
@@ -121,12 +121,14 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
     path = sweep_dir / "frontier.json"
     key = studies.recipe_sha256(recipe)
     local = read_json(path) if path.exists() else None
-    if local is not None and local.get("recipe_sha256") != key:  # a frontier prices every trial: of one recipe only
+    # a frontier prices every trial: of one recipe only
+    if local is not None and not studies.same_recipe(local.get("recipe_sha256"), local.get("recipe"), recipe):
         raise SiftcliError(f"{path}: this frontier was trained for another recipe; use a new -o folder for this one")
 
     def train(held: Frontier, publish: Any) -> Frontier:
         nonlocal workload
-        done: Frontier = {"points": [], "recipe_sha256": key, **(local or {}), **{k: v for k, v in held.items() if k != "complete"}}
+        done: Frontier = {"points": [], "recipe_sha256": key, "recipe": studies.recipe_dump(recipe), **(local or {}),
+                          **{k: v for k, v in held.items() if k != "complete"}}
         have = {p["fraction"] for p in done["points"]}
         for fraction in sorted(set(settings.frontier) | {1.0}, reverse=True):  # the full run first: it sets the steps
             if fraction in have:
@@ -156,7 +158,7 @@ def run_frontier(recipe: Recipe, settings: SweepSettings, sweep_dir: Path, workl
         done = shared_frontier(study, studies.owner_of(sweep_dir), settings.stale_seconds, train,
                                        lambda text: emit("waiting", {"text": text}))
         done = {k: v for k, v in done.items() if k != "complete"}
-        if done.get("recipe_sha256") != key:
+        if not studies.same_recipe(done.get("recipe_sha256"), done.get("recipe"), recipe):
             raise SiftcliError(f"--study {settings.study}: its frontier was trained for another recipe; give another "
                            "--study name, or the recipe it was trained for")
     done["points"].sort(key=lambda p: p["fraction"])
