@@ -1049,7 +1049,7 @@ def test_no_search_job_is_trained_whose_prediction_would_take_the_search_past_it
     assert all(t.status == "skipped" for c in skipped for t in c.trials)
 
 
-def test_a_candidates_prediction_is_scaled_by_how_far_the_baselines_ran_over_theirs() -> None:
+def test_a_candidates_prediction_is_scaled_by_the_most_a_finished_job_ran_over_its_own() -> None:
     """The guard's prediction: the plan's own times the most a finished job ran over its own (the drift, never below
     1: a fast machine does not lend the budget seconds); a candidate trained at a lower rung from that trial alone
     (measured on the machine as it is)."""

@@ -33,7 +33,7 @@ class Trial:
     metric: float | None  # on the validation split
     baseline_metric: float | None  # the baseline at the same fidelity (the mean of its seeds there)
     time_ratio: float | None  # its training clock (reference paid) over the baseline's at the same rung and seed
-    status: str  # complete, failed, skipped (not trained: the search's budget was spent)
+    status: str  # complete, failed, skipped (not trained: it would have taken the search past its budget and slack)
     error: str | None = None
     gap: float | None = None  # metric points over the baseline at the same rung (positive: better)
     noise: float | None = None  # the gap's standard error at the rung (the baselines' seeds, the rows)
