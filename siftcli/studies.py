@@ -53,11 +53,16 @@ def recipe_dump(recipe: Any) -> dict[str, Any]:
     return recipe.model_dump(mode="json", exclude={"report_to"})
 
 
-def recipe_sha256(recipe: Any) -> str:
-    """What a frontier and a study are keyed by: :func:`recipe_dump`, hashed."""
+def dump_sha256(dump: dict[str, Any]) -> str:
+    """A recipe dump's hash (:func:`recipe_dump`): the one rule a study's and a frontier's key is made by."""
     import yaml
 
-    return hashlib.sha256(yaml.safe_dump(recipe_dump(recipe), sort_keys=False).encode()).hexdigest()
+    return hashlib.sha256(yaml.safe_dump(dump, sort_keys=False).encode()).hexdigest()
+
+
+def recipe_sha256(recipe: Any) -> str:
+    """What a frontier and a study are keyed by: :func:`recipe_dump`, hashed."""
+    return dump_sha256(recipe_dump(recipe))
 
 
 def same_recipe(sha256: str, started: dict[str, Any] | None, recipe: Any) -> bool:
@@ -67,11 +72,12 @@ def same_recipe(sha256: str, started: dict[str, Any] | None, recipe: Any) -> boo
     The hash covers every default, so without the dump a recipe file left untouched would read as changed once
     siftcli gained a field, and ``--resume`` (what a plan's answer tells the user to run for more seeds) would refuse
     it; a default whose value changed is still a change."""
-    if sha256 == recipe_sha256(recipe):
+    dump = recipe_dump(recipe)
+    if sha256 == dump_sha256(dump):
         return True
     if not isinstance(started, dict):
         return False
-    return _grown_only(started, recipe_dump(recipe), recipe.model_dump(mode="json", exclude_defaults=True))
+    return _grown_only(started, dump, recipe.model_dump(mode="json", exclude_defaults=True))
 
 
 def _grown_only(old: Any, new: Any, changed: Any) -> bool:

@@ -194,8 +194,6 @@ def test_plan_resume_refuses_options_it_would_ignore(tmp_path: Path, args: list[
 
 def _as_an_older_siftcli_started_it(folder: Path) -> None:
     """The plan's study as a siftcli without ``optim.warmup_fraction`` would have started it (its hash and dump)."""
-    import hashlib
-
     from siftcli import studies
     from siftcli.plan.study import DEFAULT_STUDY, PlanStudy
 
@@ -203,7 +201,7 @@ def _as_an_older_siftcli_started_it(folder: Path) -> None:
     dump = ps.study.user_attrs[studies.RECIPE_DUMP]
     del dump["optim"]["warmup_fraction"]
     ps.study.set_user_attr(studies.RECIPE_DUMP, dump)
-    ps.study.set_user_attr(studies.RECIPE, hashlib.sha256(yaml.safe_dump(dump, sort_keys=False).encode()).hexdigest())
+    ps.study.set_user_attr(studies.RECIPE, studies.dump_sha256(dump))
 
 
 def test_a_plan_resumed_after_its_recipe_was_edited_says_so(tmp_path: Path) -> None:

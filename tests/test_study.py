@@ -117,14 +117,13 @@ def test_a_machine_with_another_recipe_or_other_settings_is_refused(tmp_path: Pa
 def _older(dump: dict, path: tuple[str, ...]) -> tuple[str, dict]:
     """A recipe's hash and dump as a siftcli without the field at ``path`` wrote them."""
     import copy
-    import hashlib
 
     old = copy.deepcopy(dump)
     node = old
     for key in path[:-1]:
         node = node[key]
     del node[path[-1]]
-    return hashlib.sha256(yaml.safe_dump(old, sort_keys=False).encode()).hexdigest(), old
+    return studies.dump_sha256(old), old
 
 
 def test_a_recipe_is_the_same_after_siftcli_gains_a_field_it_does_not_set(tmp_path: Path) -> None:

@@ -325,6 +325,18 @@ def screen_agreement(plan: dict[str, Any], rows: list[ArmTruth]) -> tuple[float,
     return signal, metric, int(pairs)
 
 
+def measured_on(where: Path, measuring: bool) -> str:
+    """The machine a report's numbers were measured on, kept in ``where``: written when this command trains
+    (``measuring``), read back when it only renders (``--report-only`` on another machine names the one they came
+    from, not the one writing the table; the current machine where nothing was kept)."""
+    from benchmarks.harness import machine
+
+    if measuring:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text(machine() + "\n")
+    return where.read_text().strip() if where.exists() else machine()
+
+
 def plan_folder(name: str, budget: float) -> Path:
     """``runs/plan-accuracy/<regime>/plan`` for the default budget, ``plan-budget<B>`` for another."""
     return OUT / name / ("plan" if budget == DEFAULT_BUDGET else f"plan-budget{budget:g}")
@@ -484,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the plans' --budget (another than 2 writes its own plan folders and section)")
     opts = parser.parse_args(argv)
     at_root()
-    from benchmarks.harness import machine, write_section
+    from benchmarks.harness import write_section
 
     results = {}
     for name in opts.regime or list(REGIMES):
@@ -494,13 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         plan = None if opts.truth_only else plan_for(name, opts.report_only, opts.budget)
         results[name] = (truth_table(name, seeds), seeds, plan)
         print(f"plan-accuracy: {name}: {len(seeds)} truth seeds, plan {'—' if plan is None else plan['pick']}", flush=True)
-    where = OUT / "machine.txt"
-    if not opts.report_only:
-        where.parent.mkdir(parents=True, exist_ok=True)
-        where.write_text(machine() + "\n")
     heading = title(opts.budget, list(results))
     write_section(Path(opts.out), heading,
-                  section(results, where.read_text().strip() if where.exists() else machine(), opts.budget, heading))
+                  section(results, measured_on(OUT / "machine.txt", not opts.report_only), opts.budget, heading))
     print(f"wrote the section '{heading}' of {opts.out}")
     return 0
 

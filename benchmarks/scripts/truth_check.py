@@ -28,6 +28,7 @@ from benchmarks.scripts.plan_accuracy import (
     at_root,
     best,
     judge,
+    measured_on,
     plan_for,
     regimes_parser,
     seed_runs,
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = regimes_parser("truth-check", __doc__, "the stored check seeds")
     opts = parser.parse_args(argv)
     at_root()
-    from benchmarks.harness import machine, write_section
+    from benchmarks.harness import write_section
 
     checks = []
     for name in opts.regime or list(MISSES):
@@ -135,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         check = seed_runs(name, ["baseline", *arms], opts.seeds, opts.report_only, first=TRUTH_SEED + SEEDS, kind="check")
         checks.append(look_again(name, stored, check, plan_for(name, True, DEFAULT_BUDGET)))
         print(f"truth-check: {name}: {len(check)} more seeds of {len(arms)} close calls", flush=True)
-    if not opts.report_only:
-        MACHINE.write_text(machine() + "\n")
-    lines = section(checks, MACHINE.read_text().strip() if MACHINE.exists() else machine())
+    lines = section(checks, measured_on(MACHINE, not opts.report_only))
     print("\n".join(lines))
     write_section(Path(opts.out), TITLE, lines)
     print(f"wrote the section '{TITLE}' of {opts.out}")

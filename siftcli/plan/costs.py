@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from siftcli.errors import RunInterrupted
-from siftcli.plan.record import Candidate, PlanRecord
+from siftcli.plan.record import Candidate, PlanRecord, Trial
 from siftcli.training.record import RunMetrics, paid_seconds
 
 #: The least a search may spend, whatever ``--budget`` says in runs (:func:`budget_seconds`).
@@ -41,14 +41,19 @@ def predicted_cost(candidate: Candidate, unit: float, fidelity: float, reference
     job's setup taken out) scaled up; before, its share of the pool plus its extra cost (a scoring forward) of a
     baseline run's training at ``fidelity``, plus its reference's build (the same at any rung) unless another candidate
     of this seed paid it; and a job's setup (``setup``: building the run, evaluating it)."""
-    ran = [t for t in candidate.trials if t.status == "complete" and t.fidelity < fidelity]
-    if ran:
-        t = ran[-1]
+    t = measured_below(candidate, fidelity)
+    if t is not None:
         return setup + max(0.0, t.seconds - t.fixed_seconds - setup) * fidelity / t.fidelity
     share = steps_share(candidate)
     first = (unit - setup) * candidate.first_epoch_cost * min(fidelity, 1 / max(1.0, epochs))  # its first epoch's
     return setup + (unit - setup) * fidelity * (share + candidate.extra_cost) + unit * candidate.upfront_cost + \
         first + (0.0 if reference_paid else unit * candidate.fixed_cost)
+
+
+def measured_below(candidate: Candidate, fidelity: float) -> Trial | None:
+    """The candidate's last finished trial at a rung below ``fidelity``: what its prediction there is scaled from."""
+    ran = [t for t in candidate.trials if t.status == "complete" and t.fidelity < fidelity]
+    return ran[-1] if ran else None
 
 
 def structural(candidate: Candidate) -> bool:

@@ -95,14 +95,20 @@ class Plan:
         budget = self.record.search_budget_seconds
         return None if budget is None else budget - self.record.search_seconds
 
+    @staticmethod
+    def guarded(job: Any) -> bool:
+        """Whether the budget's guard reads ``job``: a candidate's search job (baselines always train: the rungs need
+        them; the confirmation has no share of the search's budget)."""
+        return job.arm != "baseline" and searching.is_search(job.phase)
+
     def over_budget(self, job: Any, done: dict[int, Result]) -> str | None:
-        """Why a candidate's search job is not trained (None: it is): with its predicted seconds
-        (:func:`~siftcli.plan.search.job_prediction`) the search would spend more than ``searching.BUDGET_SLACK`` of
-        its budget (its jobs ran over their predictions: a busy machine, a unit predicted short). Checking what was spent
-        before a job let one job take the search to 1.16 of its budget. Baselines always train (the rungs need them);
-        the candidates not reached are listed as such, never dropped silently."""
+        """Why a :meth:`guarded` job is not trained (None: it is), the record just refreshed from the finished jobs
+        ``done``: with its predicted seconds (:func:`~siftcli.plan.search.job_prediction`) the search would spend more
+        than ``searching.BUDGET_SLACK`` of its budget (its jobs ran over their predictions: a busy machine, a unit
+        predicted short). Checking what was spent before a job let one job take the search to 1.16 of its budget. The
+        candidates not reached are listed as such, never dropped silently."""
         budget, spent = self.record.search_budget_seconds, self.record.search_seconds
-        if job.arm == "baseline" or not searching.is_search(job.phase) or budget is None:
+        if budget is None:
             return None
         predicted = searching.job_prediction(self.record, done, job)
         if spent + predicted <= searching.BUDGET_SLACK * budget:
@@ -191,8 +197,9 @@ class Plan:
 
     def _train(self, trial: Any, index: int) -> None:
         job = self.study.jobs()[index]
+        # a search job reads what every process spent first: the guard decides on it, the progress line says it
         done, _ = self.refresh() if searching.is_search(job.phase) else self.study.results()
-        over = self.over_budget(job, done)
+        over = self.over_budget(job, done) if self.guarded(job) else None
         if over is not None:  # not trained: it would take the search past its budget and its slack
             self.study.finish(trial, Result(job, 0.0, None, over), None)
             return

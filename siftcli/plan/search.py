@@ -39,6 +39,7 @@ from siftcli.plan.costs import (
     budget_seconds,
     full_time,
     job_cost,
+    measured_below,
     predicted_cost,
     steps_share,
 )
@@ -423,7 +424,7 @@ def job_prediction(record: PlanRecord, results: dict[int, Result], job: Job) -> 
     paid = c is None or c.reference is None or job.phase != SCREENING or any(
         o.arm != c.arm and o.reference == c.reference and any(t.status == "complete" for t in o.trials)
         for o in record.candidates)
-    measured = c is not None and any(t.status == "complete" and t.fidelity < job.fidelity for t in c.trials)
+    measured = c is not None and measured_below(c, job.fidelity) is not None
     return planned_seconds(record, job, paid) * (1.0 if measured else drift(record, results))
 
 
